@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make run` and `make test`. Both build .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## run: the bot (web + worker from the Procfile); embedded Redis and stand-in model when unset
+run: $(STAMP)
+	$(BIN)/python -m bot.devrun
+
+## test: every test, unit and integration
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+## bench: the benchmarks in bench/ (figures, not pass/fail)
+bench: $(STAMP)
+	$(BIN)/python bench/bench_webhook.py
+
+clean:
+	rm -rf $(VENV) .run .pytest_cache

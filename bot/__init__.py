@@ -1,0 +1,46 @@
+"""WhatsApp GPT bot: a Twilio webhook that answers from compact per-user Redis context."""
+
+from __future__ import annotations
+
+import structlog
+from flask import Flask
+from twilio.request_validator import RequestValidator
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from bot.config import Settings, load_settings
+from bot.logs import configure_logging
+from bot.services import Services, build_services
+
+
+def create_app(settings: Settings | None = None, services: Services | None = None) -> Flask:
+    """Build the Flask app; settings come from the environment unless given."""
+    settings = settings or load_settings()
+    configure_logging(settings.LOG_LEVEL, settings.log_json)
+    services = services or build_services(settings)
+
+    app = Flask(__name__)
+    app.config["BOT_SETTINGS"] = settings
+    # Twilio posts small forms; anything bigger is not Twilio.
+    app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
+    app.extensions["bot.validator"] = RequestValidator(settings.TWILIO_AUTH_TOKEN)
+    app.extensions["bot.services"] = services
+    app.extensions["bot.store"] = services.store
+    app.extensions["bot.conversation"] = services.conversation
+    if settings.TRUST_FORWARDED_HEADERS:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1, x_port=1, x_prefix=1)  # type: ignore[method-assign]
+
+    from bot import health, webhook
+
+    app.register_blueprint(webhook.bp)
+    app.register_blueprint(health.bp)
+    structlog.get_logger(__name__).info(
+        "app.started",
+        env=settings.APP_ENV,
+        model=settings.OPENAI_MODEL,
+        model_standin=settings.MODEL_STANDIN,
+        strategy=settings.CONTEXT_STRATEGY,
+    )
+    return app
+
+
+__all__ = ["create_app", "Settings", "load_settings"]

@@ -1,0 +1,151 @@
+"""Developer and operator commands: `python -m bot <command>`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+from xml.etree import ElementTree
+
+import redis
+from twilio.request_validator import RequestValidator
+
+from bot.config import load_settings
+from bot.exceptions import ConfigError, StoreUnavailable
+from bot.logs import configure_logging
+from bot.services import Services, build_services
+from bot.store import key_report
+
+_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+
+
+def _e164(value: str) -> str:
+    value = value.strip().removeprefix("whatsapp:")
+    if not _E164.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not an E.164 number like +14155550100")
+    return value
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat() if ts else None
+
+
+def user_report(services: Services, user: str) -> dict[str, Any]:
+    """Return everything stored about one user, as inspect prints it."""
+    store = services.store
+    context = store.load(user)
+    pending = store.pending_pairs(user)
+    return {
+        "user": user,
+        "summary": context.summary,
+        "recent_messages": [
+            {"user": p.user, "assistant": p.assistant, "ts": p.ts, "sid": p.sid} for p in context.recent
+        ],
+        "message_count_since_summary": context.count_since_summary,
+        "last_interaction_timestamp": context.last_interaction,
+        "last_interaction": _iso(context.last_interaction),
+        "pending_pairs": [{"user": p.user, "assistant": p.assistant, "ts": p.ts} for p in pending],
+        "keys": key_report(services.redis, store.user_keys(user)),
+    }
+
+
+def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
+    """Print one user's context and keys."""
+    report = user_report(services, args.user)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    print(f"user: {report['user']}")
+    print(f"last interaction: {report['last_interaction'] or 'never'}")
+    print(f"valid pairs since summary: {report['message_count_since_summary']}")
+    print(f"summary: {report['summary'] or '(none)'}")
+    print(f"recent pairs ({len(report['recent_messages'])}):")
+    for pair in report["recent_messages"]:
+        print(f"  user: {pair['user']}")
+        print(f"  bot:  {pair['assistant']}")
+    print(f"pending pairs for the next summary: {len(report['pending_pairs'])}")
+    print("keys:")
+    for key in report["keys"]:
+        print(f"  {key['key']}  {key['type']}  {key['bytes']} bytes  ttl {key['ttl_s']}s")
+    if not report["keys"]:
+        print("  (none)")
+    return 0
+
+
+def cmd_chat(services: Services, args: argparse.Namespace) -> int:
+    """Chat in the terminal through the signed webhook, as a WhatsApp user would."""
+    from bot import create_app
+
+    settings = services.settings
+    if not args.verbose:  # keep the terminal for the conversation
+        settings = settings.model_copy(update={"LOG_LEVEL": "WARNING"})
+    app = create_app(settings, services)
+    client = app.test_client()
+    validator = RequestValidator(settings.TWILIO_AUTH_TOKEN)
+    base = settings.PUBLIC_BASE_URL or "http://localhost"
+    url = f"{base}/whatsapp"
+    print(f"Chatting as whatsapp:{args.user}. Empty line or Ctrl-D to quit.", file=sys.stderr)
+    while True:
+        try:
+            text = input("you> ")
+        except EOFError:
+            break
+        if not text.strip():
+            break
+        form = {
+            "From": f"whatsapp:{args.user}",
+            "To": "whatsapp:+14155238886",
+            "Body": text,
+            "MessageSid": "SM" + uuid.uuid4().hex,
+            "NumMedia": "0",
+            "WaId": args.user.lstrip("+"),
+            "ProfileName": "Terminal",
+        }
+        signature = validator.compute_signature(url, form)
+        response = client.post(
+            "/whatsapp", data=form, headers={"X-Twilio-Signature": signature}, base_url=base
+        )
+        if response.status_code != 200:
+            print(f"[HTTP {response.status_code}] {response.get_data(as_text=True).strip()}")
+            continue
+        for message in ElementTree.fromstring(response.data).iter("Message"):
+            print(f"bot> {message.text or ''}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser for every command."""
+    parser = argparse.ArgumentParser(prog="python -m bot", description="WhatsApp GPT bot tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    inspect = sub.add_parser("inspect", help="show one user's context and Redis keys")
+    inspect.add_argument("user", type=_e164, help="the user's number, +E164")
+    inspect.add_argument("--json", action="store_true", help="print JSON")
+    inspect.set_defaults(func=cmd_inspect)
+
+    chat = sub.add_parser("chat", help="chat with the bot in the terminal")
+    chat.add_argument("--user", type=_e164, default="+15005550006", help="your number, +E164")
+    chat.add_argument("--verbose", action="store_true", help="show the bot's logs")
+    chat.set_defaults(func=cmd_chat)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; exit 2 on bad configuration, 3 when Redis is unreachable."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    configure_logging("WARNING", settings.log_json)
+    services = build_services(settings)
+    try:
+        return int(args.func(services, args))
+    except (StoreUnavailable, redis.RedisError) as err:
+        print(f"Redis is unreachable at the configured REDIS_URL: {err}", file=sys.stderr)
+        return 3

