@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from bot.config import Settings
 from bot.conversation import Conversation
@@ -29,13 +31,18 @@ class Services:
     conversation: Conversation
 
 
+#: One quick retry covers a dropped connection; more would hold up the reply during an outage.
+REDIS_RETRY = Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1)
+
+
 def make_redis(url: str) -> redis.Redis:
     """Connect lazily to Redis with short timeouts, so an outage degrades fast."""
     return redis.Redis.from_url(
         url,
         decode_responses=True,
         socket_connect_timeout=2,
-        socket_timeout=2,
+        socket_timeout=5,
+        retry=REDIS_RETRY,
         health_check_interval=30,
     )
 

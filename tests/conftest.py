@@ -1,0 +1,162 @@
+"""Fixtures: a real Redis, the model stand-in over HTTP, signed Twilio requests."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import fakeredis
+import pytest
+import redis
+from twilio.request_validator import RequestValidator
+
+from bot import create_app
+from bot.config import Settings, load_settings
+from bot.embedded import start_embedded_redis
+from bot.services import build_services
+from bot.standin import StandinModel
+
+AUTH_TOKEN = "test-auth-token-0123456789abcdef"
+USER = "+14155550100"
+BASE_URL = "http://localhost"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_environment() -> Iterator[None]:
+    """Keep the developer's own settings (API keys, REDIS_URL…) out of the tests."""
+    saved = {name: os.environ.pop(name) for name in list(Settings.model_fields) if name in os.environ}
+    yield
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """Return TEST_REDIS_URL, else the URL of a private redis-server started for this run."""
+    url = os.environ.get("TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    with tempfile.TemporaryDirectory(prefix="bot-test-redis-") as tmp:
+        embedded = start_embedded_redis(Path(tmp) / "test.db")
+        try:
+            yield embedded.url
+        finally:
+            embedded.stop()
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client on the real test Redis, flushed before and after each test."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def fake_redis() -> fakeredis.FakeRedis:
+    """A fresh in-memory Redis for unit tests of storage logic."""
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
+
+
+@pytest.fixture(scope="session")
+def standin_server() -> Iterator[StandinModel]:
+    """The OpenAI-compatible stand-in, served over HTTP on 127.0.0.1 for the session."""
+    model = StandinModel().start()
+    yield model
+    model.stop()
+
+
+@pytest.fixture
+def model(standin_server: StandinModel) -> Iterator[StandinModel]:
+    """The stand-in with an empty script and no recorded requests."""
+    standin_server.reset()
+    standin_server.latency_s = 0.0
+    yield standin_server
+    standin_server.reset()
+
+
+@pytest.fixture
+def make_settings(redis_url: str, standin_server: StandinModel) -> Callable[..., Settings]:
+    """Build settings for tests: real Redis, the stand-in model, overrides on top."""
+
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
+            "OPENAI_API_KEY": "test-key",
+            "OPENAI_BASE_URL": standin_server.url,
+            "REDIS_URL": redis_url,
+            "LLM_TIMEOUT_S": 2.0,
+            "LLM_MAX_RETRIES": 0,
+            "DEDUP_WAIT_S": 3.0,
+            "LOG_LEVEL": "DEBUG",
+        }
+        values.update(overrides)
+        return load_settings(env_files=False, **values)
+
+    return make
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    """Default test settings."""
+    return make_settings()
+
+
+@pytest.fixture
+def app(settings: Settings, redis_client: redis.Redis, model: StandinModel):  # type: ignore[no-untyped-def]
+    """The Flask app on the real Redis and the stand-in model."""
+    return create_app(settings)
+
+
+@pytest.fixture
+def client(app):  # type: ignore[no-untyped-def]
+    """A Flask test client."""
+    return app.test_client()
+
+
+def new_sid() -> str:
+    """Return a fresh Twilio-shaped MessageSid."""
+    return "SM" + uuid.uuid4().hex
+
+
+def inbound_form(body: str = "", user: str = USER, sid: str | None = None, **extra: str) -> dict[str, str]:
+    """Return the form Twilio posts for an inbound WhatsApp message."""
+    form = {
+        "From": f"whatsapp:{user}",
+        "To": "whatsapp:+14155238886",
+        "Body": body,
+        "MessageSid": sid or new_sid(),
+        "AccountSid": "AC" + "0" * 32,
+        "NumMedia": "0",
+        "ProfileName": "Test User",
+        "WaId": user.lstrip("+"),
+    }
+    form.update(extra)
+    return form
+
+
+def sign(form: dict[str, str], url: str = f"{BASE_URL}/whatsapp", token: str = AUTH_TOKEN) -> str:
+    """Return the X-Twilio-Signature Twilio would send."""
+    return RequestValidator(token).compute_signature(url, form)
+
+
+@pytest.fixture
+def send(client):  # type: ignore[no-untyped-def]
+    """Post a signed inbound message to /whatsapp and return the response."""
+
+    def post(body: str = "", user: str = USER, sid: str | None = None, **extra: str):  # type: ignore[no-untyped-def]
+        form = inbound_form(body, user, sid, **extra)
+        return client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+
+    return post
+
+
+@pytest.fixture
+def services(settings: Settings, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
+    """The collaborators the app uses, for reading state in assertions."""
+    return build_services(settings)

@@ -1,0 +1,42 @@
+"""Settings fail at startup, naming the variable."""
+
+import pytest
+
+from bot.config import load_settings
+from bot.exceptions import ConfigError
+
+REQUIRED = {"TWILIO_AUTH_TOKEN": "t", "OPENAI_API_KEY": "k"}
+
+
+def test_missing_secret_is_named() -> None:
+    with pytest.raises(ConfigError, match="TWILIO_AUTH_TOKEN"):
+        load_settings(env_files=False, OPENAI_API_KEY="k")
+
+
+def test_malformed_number_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECENT_PAIRS", "five")
+    with pytest.raises(ConfigError, match="RECENT_PAIRS"):
+        load_settings(env_files=False, **REQUIRED)
+
+
+def test_defaults_follow_the_design_note() -> None:
+    s = load_settings(env_files=False, **REQUIRED)
+    assert (s.RECENT_PAIRS, s.SUMMARY_EVERY_N_PAIRS, s.MAX_PROMPT_TOKENS) == (5, 10, 800)
+    assert s.OPENAI_MODEL == "gpt-4o-mini" and s.MIN_PAIR_CHARS == 50
+
+
+def test_model_budget_must_fit_twilio_timeout() -> None:
+    with pytest.raises(ConfigError, match="LLM_TIMEOUT_S"):
+        load_settings(env_files=False, LLM_TIMEOUT_S=8, LLM_MAX_RETRIES=2, **REQUIRED)
+
+
+def test_production_refuses_the_standin() -> None:
+    with pytest.raises(ConfigError, match="MODEL_STANDIN"):
+        load_settings(env_files=False, APP_ENV="production", MODEL_STANDIN=True, **REQUIRED)
+
+
+def test_public_base_url_must_be_http() -> None:
+    with pytest.raises(ConfigError, match="PUBLIC_BASE_URL"):
+        load_settings(env_files=False, PUBLIC_BASE_URL="bot.example.com", **REQUIRED)
+    s = load_settings(env_files=False, PUBLIC_BASE_URL="https://bot.example.com/", **REQUIRED)
+    assert s.PUBLIC_BASE_URL == "https://bot.example.com"
