@@ -29,10 +29,11 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     if settings.TRUST_FORWARDED_HEADERS:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1, x_port=1, x_prefix=1)  # type: ignore[method-assign]
 
-    from bot import health, webhook
+    from bot import admin, health, webhook
 
     app.register_blueprint(webhook.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(admin.bp)
     structlog.get_logger(__name__).info(
         "app.started",
         env=settings.APP_ENV,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -87,6 +88,27 @@ class Settings(BaseSettings):
     # Every per-user key expires this many days after the user's last message.
     CONTEXT_TTL_DAYS: int = Field(default=30, ge=1, le=3650)
 
+    # --- summaries (RQ workers) ----------------------------------------------------------
+    # The summary's own cap, so system prompt + summary + recent pairs fit MAX_PROMPT_TOKENS.
+    SUMMARY_MAX_TOKENS: int = Field(default=200, ge=50, le=1000)
+    # The most conversation one summary call reads; a longer backlog is done in several runs.
+    SUMMARY_INPUT_TOKENS: int = Field(default=3000, ge=500)
+    # Seconds between retries of a failed summary job (needs the worker's scheduler).
+    SUMMARY_RETRY_INTERVALS: str = "10,30,60"
+    # Pending pairs outside the recent window: summarized early past half of this, the
+    # oldest dropped unsummarized past it (workers down), so a user stays under ~10 KB.
+    PENDING_MAX_BYTES: int = Field(default=4000, ge=1000)
+    # Whole messages that clear the conversation (case and punctuation ignored).
+    RESET_PHRASES: str = "forget everything,clear chat,start over,/reset"
+    # Messages starting with one of these compress the old topic into the summary at once.
+    TOPIC_SHIFT_PHRASES: str = "new topic,change of subject"
+
+    # --- operators ----------------------------------------------------------------------
+    # Bearer token for /admin/*; admin routes are disabled (404) when unset.
+    ADMIN_TOKEN: str | None = Field(default=None, min_length=16)
+    # Comma-separated +E164 numbers allowed to send "#reset +E164" on WhatsApp.
+    OPERATOR_NUMBERS: str = ""
+
     # --- redelivery ------------------------------------------------------------------
     # How many of a user's latest MessageSids are remembered to answer redeliveries.
     DEDUP_KEEP: int = Field(default=20, ge=1, le=500)
@@ -118,6 +140,38 @@ class Settings(BaseSettings):
             if self.CONTEXT_STRATEGY != "compact":
                 raise ValueError("CONTEXT_STRATEGY: full_history is a benchmark baseline only")
         return self
+
+    @field_validator("SUMMARY_RETRY_INTERVALS")
+    @classmethod
+    def _intervals(cls, value: str) -> str:
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if not parts or not all(p.isdigit() for p in parts):
+            raise ValueError("must be comma-separated whole seconds, e.g. 10,30,60")
+        return ",".join(parts)
+
+    @field_validator("OPERATOR_NUMBERS")
+    @classmethod
+    def _operators(cls, value: str) -> str:
+        numbers = [n.strip() for n in value.split(",") if n.strip()]
+        bad = [n for n in numbers if not re.fullmatch(r"\+[1-9]\d{6,14}", n)]
+        if bad:
+            raise ValueError(f"{len(bad)} entr{'y is' if len(bad) == 1 else 'ies are'} not +E164")
+        return ",".join(numbers)
+
+    @field_validator("ADMIN_TOKEN", mode="before")
+    @classmethod
+    def _empty_token(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @property
+    def retry_intervals(self) -> list[int]:
+        """Return the summary job's retry intervals in seconds."""
+        return [int(p) for p in self.SUMMARY_RETRY_INTERVALS.split(",")]
+
+    @property
+    def operators(self) -> frozenset[str]:
+        """Return the operator numbers."""
+        return frozenset(n for n in self.OPERATOR_NUMBERS.split(",") if n)
 
     @property
     def rephrase_phrases(self) -> tuple[str, ...]:

@@ -3,29 +3,32 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Protocol
 
 import structlog
 
-from bot import filtering
+from bot import commands, filtering
 from bot.config import Settings
 from bot.context import build_prompt
 from bot.exceptions import LLMUnavailable, StoreUnavailable
 from bot.llm import LLMClient
+from bot.logs import mask_phone
+from bot.metrics import MESSAGES, RESETS
 from bot.prompts import Prompt
 from bot.store import Claim, Context, ContextStore, Pair
 from bot.tokens import TokenCounter
 
 log = structlog.get_logger(__name__)
 
-FALLBACK_REPLY = (
-    "Sorry, I can't answer right now. Please try again in a minute."
-)
-NON_TEXT_REPLY = (
-    "Thanks! I can only read text messages for now. Could you type your question?"
-)
+FALLBACK_REPLY = "Sorry, I can't answer right now. Please try again in a minute."
+NON_TEXT_REPLY = "Thanks! I can only read text messages for now. Could you type your question?"
 EMPTY_MESSAGE_REPLY = "I received an empty message. What would you like to ask?"
+RESET_REPLY = (
+    "Done: I've cleared our conversation and we're starting fresh. "
+    "Facts you asked me to remember are kept; say \"delete my data\" to erase everything."
+)
+OPERATOR_RESET_REPLY = "Reset done for {target}."
 
 #: How often a redelivery polls for the first attempt's answer while it is in flight.
 INFLIGHT_POLL_S = 0.2
@@ -37,6 +40,13 @@ MEDIA_PLACEHOLDERS = {
     "video": "[Video received]",
     "application": "[Document received]",
 }
+
+
+class SummaryJobs(Protocol):
+    """Where summary work is handed off (RQ in production)."""
+
+    def enqueue_summary(self, user: str, clear_recent: bool = False, upto: int | None = None) -> str:
+        """Queue the user's summary job."""
 
 
 @dataclass(frozen=True)
@@ -56,13 +66,13 @@ class Outcome:
     """What to answer and what happened, for the transport and the logs."""
 
     reply: str
-    status: str  # answered, duplicate, inflight, degraded
+    status: str  # answered, duplicate, inflight, degraded, command
     reason: str = filtering.REASON_OK
     stored: bool = False
     count_since_summary: int | None = None
     model_s: float = 0.0
     prompt_tokens: int = 0
-    extra: dict[str, object] = field(default_factory=dict)
+    seq: int | None = None  # the user's latest stored pair number after this message
 
 
 def media_placeholder(media_types: tuple[str, ...], has_location: bool) -> str:
@@ -71,6 +81,15 @@ def media_placeholder(media_types: tuple[str, ...], has_location: bool) -> str:
     if has_location:
         parts.append("[Location received]")
     return " ".join(parts)
+
+
+def reset_conversation(store: ContextStore, target: str, actor: str, via: str) -> bool:
+    """Clear one user's conversation (not their facts) and write the audit event."""
+    existed = store.reset(target)
+    RESETS.labels(via=via).inc()
+    log.info("audit.reset", actor=mask_phone(actor) if actor.startswith("+") else actor,
+             target=mask_phone(target), via=via, existed=existed)
+    return existed
 
 
 class Conversation:
@@ -83,7 +102,7 @@ class Conversation:
         llm: LLMClient,
         counter: TokenCounter,
         system_prompt: Prompt,
-        on_pair_stored: Callable[[str, int], None] | None = None,
+        jobs: SummaryJobs | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.settings = settings
@@ -91,9 +110,11 @@ class Conversation:
         self.llm = llm
         self.counter = counter
         self.system_prompt = system_prompt
-        self.on_pair_stored = on_pair_stored
+        self.jobs = jobs
         self.sleep = sleep
         self.full_history = settings.CONTEXT_STRATEGY == "full_history"
+        self.reset_phrases = commands.parse_phrases(settings.RESET_PHRASES)
+        self.topic_phrases = commands.parse_phrases(settings.TOPIC_SHIFT_PHRASES)
 
     # -- entry point -------------------------------------------------------------------
     def handle(self, msg: InboundMessage) -> Outcome:
@@ -147,8 +168,35 @@ class Conversation:
         if text is None:
             reply = NON_TEXT_REPLY if reason == filtering.REASON_NON_TEXT else EMPTY_MESSAGE_REPLY
             log.info("pair.rejected", reason=reason, media=list(msg.media_types))
+            MESSAGES.labels(outcome="rejected", reason=reason).inc()
             return self._finish(msg, reply, None, reason)
 
+        command = commands.recognise(
+            text,
+            msg.user,
+            reset_phrases=self.reset_phrases,
+            topic_phrases=self.topic_phrases,
+            operators=self.settings.operators,
+        )
+        if command is not None and command.kind == "reset":
+            reset_conversation(self.store, msg.user, msg.user, via="user")
+            return self._command_done(msg, RESET_REPLY, "reset")
+        if command is not None and command.kind == "operator_reset" and command.target:
+            reset_conversation(self.store, command.target, msg.user, via="operator")
+            return self._command_done(msg, OPERATOR_RESET_REPLY.format(target=command.target), "operator_reset")
+
+        topic_shift = command is not None and command.kind == "topic_shift"
+        if topic_shift:
+            # The old topic is not carried verbatim: answer from the summary alone, and
+            # have the worker fold the old pairs into the summary now.
+            context = Context(summary=context.summary)
+        outcome = self._answer(msg, text, context)
+        if topic_shift:
+            self._summarize_now(msg.user, outcome.seq, outcome.stored)
+        return outcome
+
+    def _answer(self, msg: InboundMessage, text: str, context: Context) -> Outcome:
+        """Ask the model, judge the pair, and commit."""
         prompt = build_prompt(
             self.system_prompt.text,
             context,
@@ -174,6 +222,7 @@ class Conversation:
             )
         except LLMUnavailable:
             log.info("pair.rejected", reason=filtering.REASON_MODEL_ERROR)
+            MESSAGES.labels(outcome="rejected", reason=filtering.REASON_MODEL_ERROR).inc()
             outcome = self._finish(msg, FALLBACK_REPLY, None, filtering.REASON_MODEL_ERROR)
             outcome.status = "degraded"
             outcome.prompt_tokens = prompt.tokens
@@ -187,30 +236,74 @@ class Conversation:
             rephrase_phrases=self.settings.rephrase_phrases,
         )
         reply = completion.text or FALLBACK_REPLY
-        pair = Pair(user=text, assistant=completion.text, ts=time.time(), sid=msg.sid) if verdict.valid else None
+        pair = None
         if verdict.valid:
+            pair = Pair(user=text, assistant=completion.text, ts=time.time(), sid=msg.sid)
             log.info("pair.accepted", prompt_tokens=prompt.tokens)
+            MESSAGES.labels(outcome="accepted", reason=verdict.reason).inc()
         else:
             log.info("pair.rejected", reason=verdict.reason)
+            MESSAGES.labels(outcome="rejected", reason=verdict.reason).inc()
         outcome = self._finish(msg, reply, pair, verdict.reason)
         outcome.model_s = completion.duration_s
         outcome.prompt_tokens = prompt.tokens
+        return outcome
+
+    def _command_done(self, msg: InboundMessage, reply: str, reason: str) -> Outcome:
+        MESSAGES.labels(outcome="rejected", reason="command").inc()
+        outcome = self._finish(msg, reply, None, reason)
+        outcome.status = "command"
         return outcome
 
     def _finish(self, msg: InboundMessage, reply: str, pair: Pair | None, reason: str) -> Outcome:
         """Commit the outcome; a Redis failure here degrades to answering without storing."""
         outcome = Outcome(reply=reply, status="answered", reason=reason)
         try:
-            count = self.store.commit(msg.user, msg.sid, reply, pair)
+            result = self.store.commit(msg.user, msg.sid, reply, pair)
         except StoreUnavailable as err:
             log.error("store.unavailable", stage="commit", error=str(err))
             outcome.status = "degraded"
             return outcome
+        outcome.seq = result.seq
         outcome.stored = pair is not None
-        outcome.count_since_summary = count
-        if pair is not None and self.on_pair_stored is not None:
-            self.on_pair_stored(msg.user, count)
+        outcome.count_since_summary = result.count_since_summary
+        if result.dropped:
+            log.warning("summary.pending_dropped", dropped=result.dropped)
+        if result.summary_due:
+            self._enqueue_summary(msg.user)
         return outcome
+
+    # -- summaries -----------------------------------------------------------------------
+    def _enqueue_summary(self, user: str, clear_recent: bool = False, upto: int | None = None) -> None:
+        """Hand the summary to a worker; if the queue is unreachable, free the trigger."""
+        if self.jobs is None:
+            return
+        try:
+            job_id = self.jobs.enqueue_summary(user, clear_recent=clear_recent, upto=upto)
+        except Exception as err:  # Redis trouble: the next pair will trigger again
+            log.error("summary.enqueue_failed", error=f"{type(err).__name__}: {err}")
+            try:
+                self.store.release_summary(user)
+            except StoreUnavailable:
+                pass
+            return
+        log.info("summary.enqueued", job_id=job_id, clear_recent=clear_recent)
+
+    def _summarize_now(self, user: str, seq: int | None, new_pair_stored: bool) -> None:
+        """Compress everything before a topic shift into the summary."""
+        if seq is None:
+            return
+        upto = seq - 1 if new_pair_stored else seq
+        try:
+            claimed = self.store.claim_summary(user)
+        except StoreUnavailable as err:
+            log.error("store.unavailable", stage="topic_shift", error=str(err))
+            return
+        log.info("topic.shift", summary_queued=claimed)
+        if claimed and upto > 0:
+            self._enqueue_summary(user, clear_recent=True, upto=upto)
+        elif claimed:
+            self.store.release_summary(user)
 
     def _answer_without_store(self, msg: InboundMessage) -> Outcome:
         """Answer from the message alone when Redis is down; nothing is remembered."""

@@ -1,9 +1,11 @@
-"""Liveness and readiness probes for the process manager and load balancer."""
+"""Liveness, readiness and metrics for the process manager, load balancer and Prometheus."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, Response, current_app, jsonify
 from flask.typing import ResponseReturnValue
+
+from bot import metrics
 
 bp = Blueprint("health", __name__)
 
@@ -20,3 +22,10 @@ def readyz() -> ResponseReturnValue:
     if current_app.extensions["bot.store"].ping():
         return jsonify(status="ready", redis="ok")
     return jsonify(status="unavailable", redis="unreachable"), 503
+
+
+@bp.get("/metrics")
+def prometheus() -> ResponseReturnValue:
+    """Expose Prometheus metrics, queue depth read at scrape time."""
+    body, content_type = metrics.render(current_app.extensions["bot.services"].jobs.depth)
+    return Response(body, content_type=content_type)

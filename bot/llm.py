@@ -11,6 +11,7 @@ import structlog
 
 from bot.config import Settings
 from bot.exceptions import LLMUnavailable
+from bot.metrics import MODEL_TOKENS
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +94,8 @@ class LLMClient:
             completion_tokens=usage.completion_tokens if usage else 0,
             duration_s=duration,
         )
+        MODEL_TOKENS.labels(purpose=purpose, kind="prompt").inc(completion.prompt_tokens)
+        MODEL_TOKENS.labels(purpose=purpose, kind="completion").inc(completion.completion_tokens)
         log.info(
             "llm.completed",
             purpose=purpose,

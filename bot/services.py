@@ -11,12 +11,24 @@ from redis.retry import Retry
 from bot.config import Settings
 from bot.conversation import Conversation
 from bot.llm import LLMClient, make_openai_client
-from bot.prompts import load_prompt
-from bot.store import ContextStore
+from bot.prompts import Prompt, load_prompt
+from bot.queueing import JobQueue
+from bot.store import ContextStore, SummaryPolicy
 from bot.tokens import TokenCounter
 
 #: With the full-history baseline every pair stays "recent".
 FULL_HISTORY_PAIRS = 1_000_000
+
+#: One quick retry covers a dropped connection; more would hold up the reply during an outage.
+REDIS_RETRY = Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1)
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The prompt files in use."""
+
+    reply: Prompt
+    summary: Prompt
 
 
 @dataclass
@@ -28,18 +40,16 @@ class Services:
     store: ContextStore
     llm: LLMClient
     counter: TokenCounter
+    prompts: Prompts
+    jobs: JobQueue
     conversation: Conversation
 
 
-#: One quick retry covers a dropped connection; more would hold up the reply during an outage.
-REDIS_RETRY = Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1)
-
-
-def make_redis(url: str) -> redis.Redis:
+def make_redis(url: str, decode_responses: bool = True) -> redis.Redis:
     """Connect lazily to Redis with short timeouts, so an outage degrades fast."""
     return redis.Redis.from_url(
         url,
-        decode_responses=True,
+        decode_responses=decode_responses,
         socket_connect_timeout=2,
         socket_timeout=5,
         retry=REDIS_RETRY,
@@ -48,7 +58,7 @@ def make_redis(url: str) -> redis.Redis:
 
 
 def build_services(settings: Settings, client: redis.Redis | None = None) -> Services:
-    """Wire Redis, the store, the model client and the conversation together."""
+    """Wire Redis, the store, the queue, the model client and the conversation together."""
     client = client or make_redis(settings.REDIS_URL)
     full = settings.CONTEXT_STRATEGY == "full_history"
     store = ContextStore(
@@ -56,14 +66,26 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         recent_pairs=FULL_HISTORY_PAIRS if full else settings.RECENT_PAIRS,
         dedup_keep=settings.DEDUP_KEEP,
         ttl_seconds=settings.CONTEXT_TTL_DAYS * 86400,
+        policy=SummaryPolicy(
+            every_n_pairs=FULL_HISTORY_PAIRS if full else settings.SUMMARY_EVERY_N_PAIRS,
+            soft_bytes=settings.PENDING_MAX_BYTES // 2,
+            max_bytes=10**9 if full else settings.PENDING_MAX_BYTES,
+        ),
     )
+    # RQ stores pickled payloads, so its connection must not decode responses.
+    jobs = JobQueue(make_redis(settings.REDIS_URL, decode_responses=False), settings.retry_intervals)
     llm = LLMClient(make_openai_client(settings), settings.OPENAI_MODEL)
     counter = TokenCounter(settings.OPENAI_MODEL)
+    prompts = Prompts(
+        reply=load_prompt("reply_system", settings.PROMPTS_DIR),
+        summary=load_prompt("summary", settings.PROMPTS_DIR),
+    )
     conversation = Conversation(
         settings=settings,
         store=store,
         llm=llm,
         counter=counter,
-        system_prompt=load_prompt("reply_system", settings.PROMPTS_DIR),
+        system_prompt=prompts.reply,
+        jobs=None if full else jobs,
     )
-    return Services(settings, client, store, llm, counter, conversation)
+    return Services(settings, client, store, llm, counter, prompts, jobs, conversation)

@@ -19,6 +19,7 @@ from bot import twiml
 from bot.conversation import FALLBACK_REPLY, Conversation, InboundMessage
 from bot.exceptions import InvalidInbound
 from bot.logs import mask_phone
+from bot.metrics import REPLY_SECONDS
 
 log = structlog.get_logger(__name__)
 
@@ -116,6 +117,7 @@ def whatsapp() -> Response:
         log.exception("webhook.failed")
         return _twiml(twiml.render(FALLBACK_REPLY))
     elapsed = time.perf_counter() - started
+    REPLY_SECONDS.observe(elapsed)
     log.info(
         "webhook.replied",
         status=outcome.status,

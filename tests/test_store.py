@@ -13,6 +13,7 @@ from bot.store import (
     PENDING_PREFIX,
     SEEN_PREFIX,
     ContextStore,
+    SummaryPolicy,
     Pair,
     user_key,
 )
@@ -27,9 +28,12 @@ def client(request: pytest.FixtureRequest) -> redis.Redis:
     return request.getfixturevalue("redis_client")
 
 
+POLICY = SummaryPolicy(every_n_pairs=10, soft_bytes=100_000, max_bytes=200_000, job_lease_s=900)
+
+
 @pytest.fixture
 def store(client: redis.Redis) -> ContextStore:
-    return ContextStore(client, recent_pairs=5, dedup_keep=4, ttl_seconds=3600)
+    return ContextStore(client, recent_pairs=5, dedup_keep=4, ttl_seconds=3600, policy=POLICY)
 
 
 def pair(i: int) -> Pair:
@@ -39,7 +43,7 @@ def pair(i: int) -> Pair:
 def add(store: ContextStore, i: int, valid: bool = True) -> int:
     claim = store.claim(USER, f"SM{i}", now=1000.0 + i)
     assert claim.status == "new"
-    return store.commit(USER, f"SM{i}", f"answer {i}", pair(i) if valid else None, now=1000.0 + i)
+    return store.commit(USER, f"SM{i}", f"answer {i}", pair(i) if valid else None, now=1000.0 + i).count_since_summary
 
 
 def test_empty_user_has_empty_context(store: ContextStore) -> None:
@@ -113,7 +117,8 @@ def test_unicode_survives_lua(store: ContextStore) -> None:
     store.claim(USER, "SMu")
     p = Pair(user="¿Dónde está 東京? 🎌", assistant="En Japón — “quotes” / slashes \\ ok", ts=1.0, sid="SMu")
     store.commit(USER, "SMu", p.assistant, p)
-    assert store.load(USER).recent == [p]
+    [stored] = store.load(USER).recent
+    assert (stored.user, stored.assistant, stored.n) == (p.user, p.assistant, 1)
 
 
 def test_keys_share_one_cluster_slot(store: ContextStore) -> None:
@@ -129,3 +134,79 @@ def test_redis_errors_become_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         store.commit(USER, "SM1", "x", None)
     assert store.ping() is False
+
+
+# -- summaries -------------------------------------------------------------------------
+def test_summary_due_exactly_once_at_n(store: ContextStore) -> None:
+    dues = []
+    for i in range(15):
+        store.claim(USER, f"SM{i}")
+        dues.append(store.commit(USER, f"SM{i}", "a", pair(i)).summary_due)
+    assert dues.index(True) == 9 and dues.count(True) == 1  # the 10th pair, once
+
+
+def test_summary_trigger_comes_back_after_the_lease(store: ContextStore) -> None:
+    for i in range(10):
+        store.claim(USER, f"SM{i}", now=1000.0)
+        store.commit(USER, f"SM{i}", "a", pair(i), now=1000.0)
+    store.claim(USER, "SMlate", now=1000.0 + POLICY.job_lease_s + 1)
+    assert store.commit(USER, "SMlate", "a", pair(99), now=1000.0 + POLICY.job_lease_s + 1).summary_due
+
+
+def test_apply_summary_consumes_exactly_the_snapshot(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(8):
+        add(store, i)
+    snap = store.snapshot(USER)
+    assert [p.n for p in snap.pending] == list(range(1, 9))
+    for i in range(8, 11):  # arrive while the job runs
+        add(store, i)
+    assert store.apply_summary(USER, snap.summarized_seq, snap.pending[-1].n, "The user asked eight things.")
+    context = store.load(USER)
+    assert context.summary == "The user asked eight things."
+    assert context.count_since_summary == 3
+    assert [p.n for p in store.pending_pairs(USER)] == [9, 10, 11]
+    assert client.llen(user_key(PENDING_PREFIX, USER)) == 0  # consumed overflow removed
+    assert [p.n for p in context.recent] == [7, 8, 9, 10, 11]  # the window is untouched
+
+
+def test_apply_summary_refuses_stale_state(store: ContextStore) -> None:
+    for i in range(6):
+        add(store, i)
+    snap = store.snapshot(USER)
+    store.reset(USER)
+    assert not store.apply_summary(USER, snap.summarized_seq, snap.pending[-1].n, "old news")
+    assert store.load(USER).summary == ""
+
+
+def test_apply_summary_can_clear_the_recent_window(store: ContextStore) -> None:
+    for i in range(4):
+        add(store, i)
+    snap = store.snapshot(USER)
+    add(store, 4)
+    assert store.apply_summary(USER, snap.summarized_seq, 4, "old topic", clear_recent=True)
+    assert [p.n for p in store.load(USER).recent] == [5]
+
+
+def test_reset_clears_conversation_but_not_dedup(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(7):
+        add(store, i)
+    assert store.reset(USER)
+    context = store.load(USER)
+    assert (context.summary, context.recent, context.count_since_summary) == ("", [], 0)
+    assert store.pending_pairs(USER) == []
+    assert client.exists(user_key(PENDING_PREFIX, USER)) == 0
+    assert store.claim(USER, "SM6").status == "duplicate"
+    assert add(store, 100) == 1  # counting starts again
+
+
+def test_pending_is_bounded_by_bytes(client: redis.Redis) -> None:
+    policy = SummaryPolicy(every_n_pairs=1000, soft_bytes=100_000, max_bytes=1000, job_lease_s=900)
+    store = ContextStore(client, recent_pairs=5, dedup_keep=4, policy=policy)
+    dropped = 0
+    for i in range(40):
+        store.claim(USER, f"SM{i}")
+        dropped += store.commit(USER, f"SM{i}", "a", pair(i)).dropped
+    items = client.lrange(user_key(PENDING_PREFIX, USER), 0, -1)
+    assert sum(len(x.encode()) for x in items) <= 1000 and dropped > 0
+    pending = store.pending_pairs(USER)
+    assert pending[-1].n == 40 and store.load(USER).count_since_summary == len(pending)

@@ -1,0 +1,62 @@
+"""Prometheus metrics. Under gunicorn with several workers (and the RQ worker), set
+PROMETHEUS_MULTIPROC_DIR to a shared empty directory so /metrics adds up every process."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import REGISTRY, Collector
+
+MESSAGES = Counter(
+    "bot_messages_total",
+    "Inbound messages by outcome (accepted into context or rejected) and reason.",
+    ["outcome", "reason"],
+)
+REPLY_SECONDS = Histogram(
+    "bot_reply_seconds",
+    "Webhook time from request to TwiML, model wait included.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 1.5, 2.5, 4, 6, 10, 15),
+)
+MODEL_TOKENS = Counter(
+    "bot_model_tokens_total",
+    "Model tokens by purpose (reply, summary, extraction) and kind (prompt, completion).",
+    ["purpose", "kind"],
+)
+SUMMARIES = Counter("bot_summaries_total", "Summary job runs by result (stored, skipped, failed).", ["result"])
+RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
+
+
+class QueueDepthCollector(Collector):
+    """Report RQ queue depths at scrape time."""
+
+    def __init__(self, depth: Callable[[], dict[str, int]]) -> None:
+        self.depth = depth
+
+    def collect(self) -> Iterable[Metric]:
+        """Yield one gauge with a sample per queue (and its failed registry)."""
+        gauge = GaugeMetricFamily("bot_queue_depth", "Jobs waiting (or failed) per RQ queue.", labels=["queue"])
+        try:
+            for name, count in self.depth().items():
+                gauge.add_metric([name], count)
+        except Exception:  # Redis down: report no samples rather than fail the scrape
+            pass
+        yield gauge
+
+
+def render(depth: Callable[[], dict[str, int]] | None) -> tuple[bytes, str]:
+    """Return the exposition body and its content type."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        body = generate_latest(registry)
+    else:
+        body = generate_latest(REGISTRY)
+    if depth is not None:
+        queues = CollectorRegistry()
+        queues.register(QueueDepthCollector(depth))
+        body += generate_latest(queues)
+    return body, CONTENT_TYPE_LATEST
