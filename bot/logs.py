@@ -33,8 +33,15 @@ def _mask_phones_in_event(_logger: object, _method: str, event: dict) -> dict:
     return event
 
 
+_configured: tuple[str, bool] | None = None
+
+
 def configure_logging(level: str = "INFO", json: bool = False) -> None:
-    """Configure structlog once for the process."""
+    """Configure structlog for the process; a repeat call with the same settings is a no-op."""
+    global _configured
+    if _configured == (level, json):
+        return
+    _configured = (level, json)
     renderer: structlog.types.Processor
     if json:
         renderer = structlog.processors.JSONRenderer()

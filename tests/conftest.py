@@ -93,6 +93,8 @@ def make_settings(redis_url: str, standin_server: StandinModel) -> Callable[...,
             "LLM_TIMEOUT_S": 2.0,
             "LLM_MAX_RETRIES": 0,
             "DEDUP_WAIT_S": 3.0,
+            # Retries run at once in tests; production waits 10, 30, 60 s (scheduler).
+            "SUMMARY_RETRY_INTERVALS": "0,0,0",
             "LOG_LEVEL": "DEBUG",
         }
         values.update(overrides)
@@ -160,3 +162,34 @@ def send(client):  # type: ignore[no-untyped-def]
 def services(settings: Settings, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
     """The collaborators the app uses, for reading state in assertions."""
     return build_services(settings)
+
+
+@pytest.fixture
+def worker_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """Give RQ jobs the same settings through the environment, as a worker process gets them."""
+    import workers.jobs
+
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            monkeypatch.setenv(name, str(value))
+    workers.jobs.services.cache_clear()
+    yield settings
+    workers.jobs.services.cache_clear()
+
+
+@pytest.fixture
+def run_worker(worker_env: Settings, redis_url: str):  # type: ignore[no-untyped-def]
+    """Run queued jobs to completion with RQ's SimpleWorker on the real Redis."""
+    from rq import Queue, SimpleWorker
+
+    from bot.queueing import SUMMARY_QUEUE
+    from bot.services import make_redis
+
+    connection = make_redis(redis_url, decode_responses=False)
+
+    def work() -> bool:
+        queue = Queue(SUMMARY_QUEUE, connection=connection)
+        return SimpleWorker([queue], connection=connection).work(burst=True, with_scheduler=False)
+
+    yield work
+    connection.close()
