@@ -18,7 +18,8 @@ from bot.config import load_settings
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.logs import configure_logging
 from bot.services import Services, build_services
-from bot.store import key_report
+from bot.conversation import reset_conversation
+from bot.store import CONTEXT_PREFIX, key_report
 
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 
@@ -48,7 +49,11 @@ def user_report(services: Services, user: str) -> dict[str, Any]:
         "message_count_since_summary": context.count_since_summary,
         "last_interaction_timestamp": context.last_interaction,
         "last_interaction": _iso(context.last_interaction),
-        "pending_pairs": [{"user": p.user, "assistant": p.assistant, "ts": p.ts} for p in pending],
+        "pending_pairs": [p.to_public() for p in pending],
+        "summary_job": {
+            "status": services.jobs.summary_status(user),
+            "triggered_at": _iso(context.summary_job_at),
+        },
         "keys": key_report(services.redis, store.user_keys(user)),
     }
 
@@ -68,6 +73,8 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
         print(f"  user: {pair['user']}")
         print(f"  bot:  {pair['assistant']}")
     print(f"pending pairs for the next summary: {len(report['pending_pairs'])}")
+    job = report["summary_job"]
+    print(f"summary job: {job['status'] or 'none'}" + (f" (triggered {job['triggered_at']})" if job["triggered_at"] else ""))
     print("keys:")
     for key in report["keys"]:
         print(f"  {key['key']}  {key['type']}  {key['bytes']} bytes  ttl {key['ttl_s']}s")
@@ -117,6 +124,37 @@ def cmd_chat(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reset(services: Services, args: argparse.Namespace) -> int:
+    """Clear one user's conversation (facts are kept)."""
+    existed = reset_conversation(services.store, args.user, actor="cli", via="cli")
+    print(f"reset {args.user}: " + ("conversation cleared" if existed else "nothing was stored"))
+    return 0
+
+
+def iter_users(services: Services) -> list[dict[str, Any]]:
+    """Return every user with stored context, found with SCAN, newest activity first."""
+    users = []
+    for key in services.redis.scan_iter(match=f"{CONTEXT_PREFIX}*", count=500):
+        user = key[len(CONTEXT_PREFIX) :].strip("{}")
+        last = services.redis.hget(key, "last_interaction_timestamp")
+        size = sum(k["bytes"] for k in key_report(services.redis, services.store.user_keys(user)))
+        users.append({"user": user, "last_interaction": _iso(float(last)) if last else None, "bytes": size})
+    users.sort(key=lambda u: u["last_interaction"] or "", reverse=True)
+    return users
+
+
+def cmd_users(services: Services, args: argparse.Namespace) -> int:
+    """List known users with last activity and bytes."""
+    users = iter_users(services)
+    if args.json:
+        print(json.dumps(users, indent=2))
+        return 0
+    for u in users:
+        print(f"{u['user']:<18} {u['last_interaction'] or 'never':<34} {u['bytes']:>7} bytes")
+    print(f"{len(users)} user(s)", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every command."""
     parser = argparse.ArgumentParser(prog="python -m bot", description="WhatsApp GPT bot tools")
@@ -126,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("user", type=_e164, help="the user's number, +E164")
     inspect.add_argument("--json", action="store_true", help="print JSON")
     inspect.set_defaults(func=cmd_inspect)
+
+    reset = sub.add_parser("reset", help="clear one user's conversation (facts are kept)")
+    reset.add_argument("user", type=_e164, help="the user's number, +E164")
+    reset.set_defaults(func=cmd_reset)
+
+    users = sub.add_parser("users", help="list known users (SCAN, never KEYS)")
+    users.add_argument("--json", action="store_true", help="print JSON")
+    users.set_defaults(func=cmd_users)
 
     chat = sub.add_parser("chat", help="chat with the bot in the terminal")
     chat.add_argument("--user", type=_e164, default="+15005550006", help="your number, +E164")

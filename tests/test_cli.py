@@ -80,3 +80,29 @@ def test_missing_setting_is_named(run, tmp_path) -> None:  # type: ignore[no-unt
         timeout=60,
     )
     assert result.returncode == 2 and "TWILIO_AUTH_TOKEN" in result.stderr
+
+
+def test_reset_users_and_job_status(run, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
+    run("chat", "--user", USER, stdin="Where should I stay in Lisbon for a week?\n")
+    run("chat", "--user", "+447700900123", stdin="And what about Porto for a weekend?\n")
+    listed = json.loads(run("users", "--json").stdout)
+    assert {u["user"] for u in listed} == {USER, "+447700900123"}
+    assert all(u["bytes"] > 0 and u["last_interaction"] for u in listed)
+
+    report = json.loads(run("inspect", USER, "--json").stdout)
+    assert report["summary_job"] == {"status": None, "triggered_at": None}
+    assert len(report["pending_pairs"]) == 1
+
+    result = run("reset", USER)
+    assert result.returncode == 0 and "conversation cleared" in result.stdout
+    after = services.store.load(USER)
+    assert after.recent == [] and after.count_since_summary == 0
+    assert len(services.store.load("+447700900123").recent) == 1  # only the target
+
+
+def test_inspect_shows_a_queued_summary_job(run, send, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+    for i in range(10):
+        send(f"Question number {i} about a long trip through Portugal?")
+    report = json.loads(run("inspect", USER, "--json").stdout)
+    assert report["summary_job"]["status"] == "queued" and report["summary_job"]["triggered_at"]
+    assert len(report["pending_pairs"]) == 10
