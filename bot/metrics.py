@@ -26,6 +26,11 @@ MODEL_TOKENS = Counter(
     "Model tokens by purpose (reply, summary, extraction) and kind (prompt, completion).",
     ["purpose", "kind"],
 )
+SUMMARY_LAG_SECONDS = Histogram(
+    "bot_summary_lag_seconds",
+    "Time from the pair that triggered a summary to the summary being stored.",
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900),
+)
 SUMMARIES = Counter("bot_summaries_total", "Summary job runs by result (stored, skipped, failed).", ["result"])
 RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
 

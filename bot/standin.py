@@ -78,7 +78,7 @@ class StandinModel:
         port: int = 0,
         latency_s: float = 0.0,
         reply_chars: int = 240,
-        record: bool = True,
+        record: str = "full",
     ) -> None:
         self.latency_s = latency_s
         self.reply_chars = reply_chars
@@ -149,10 +149,10 @@ class StandinModel:
         messages = body.get("messages") or []
         if not isinstance(messages, list) or not messages:
             return 400, {"error": {"message": "messages is required", "type": "invalid_request_error"}}, 0
-        if self.record:
+        last_user = _last_user_text(messages)
+        if self.record == "full":
             with self._lock:
                 self._requests.append(body)
-        last_user = _last_user_text(messages)
         step = self._next_step(last_user) or Step()
         delay = self.latency_s + step.delay_s
         if step.status != 200:
@@ -164,6 +164,12 @@ class StandinModel:
             for m in messages
         ) + 3
         completion_tokens = self._counter.count(content)
+        if self.record == "usage":  # just the figures, for long benchmark runs
+            with self._lock:
+                self._requests.append(
+                    {"last_user": last_user[:120], "prompt_tokens": prompt_tokens,
+                     "completion_tokens": completion_tokens, "model": body.get("model")}
+                )
         payload = {
             "id": f"chatcmpl-standin-{hashlib.sha256(content.encode()).hexdigest()[:12]}",
             "object": "chat.completion",
@@ -247,12 +253,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8089)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--reply-chars", type=int, default=240)
-    parser.add_argument("--no-record", action="store_true", help="do not keep request bodies (for benchmarks)")
+    parser.add_argument(
+        "--record", choices=["full", "usage", "none"], default="full",
+        help="keep whole request bodies, only token figures (benchmarks), or nothing",
+    )
     args = parser.parse_args(argv)
     if os.environ.get("APP_ENV") == "production":
         print("refusing to start the stand-in model with APP_ENV=production", file=sys.stderr)
         return 2
-    model = StandinModel(args.host, args.port, args.latency_ms / 1000, args.reply_chars, not args.no_record)
+    model = StandinModel(args.host, args.port, args.latency_ms / 1000, args.reply_chars, args.record)
     print(f"stand-in model: CANNED replies at {model.url}", file=sys.stderr, flush=True)
     try:
         model.server.serve_forever()

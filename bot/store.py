@@ -122,6 +122,7 @@ class Snapshot:
     summary: str
     pending: list[Pair]
     summarized_seq: int
+    triggered_at: float | None = None  # when the summary was triggered (Unix seconds)
 
 
 @dataclass(frozen=True)
@@ -284,12 +285,14 @@ if rec and cjson.decode(rec).st == 'pending' then redis.call('HDEL', KEYS[1], AR
 return 1
 """
 
-# KEYS: context, pending.  Returns {summary, summarized_seq, recent json, pending list}.
+# KEYS: context, pending.
+# Returns {summary, summarized_seq, recent json, pending list, summary_job_at}.
 _SNAPSHOT = """
 return {redis.call('HGET', KEYS[1], 'summary') or '',
         redis.call('HGET', KEYS[1], 'summarized_seq') or '0',
         redis.call('HGET', KEYS[1], 'recent_messages') or '[]',
-        redis.call('LRANGE', KEYS[2], 0, -1)}
+        redis.call('LRANGE', KEYS[2], 0, -1),
+        redis.call('HGET', KEYS[1], 'summary_job_at') or ''}
 """
 
 # KEYS: context, pending.
@@ -453,13 +456,18 @@ class ContextStore:
         """Return the summary and every pending pair, oldest first, read atomically."""
         ctx_key, pending_key, _ = self._keys(user)
         try:
-            summary, base, recent_raw, older = self._snapshot(keys=[ctx_key, pending_key])
+            summary, base, recent_raw, older, job_at = self._snapshot(keys=[ctx_key, pending_key])
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
         base_seq = int(_text(base) or 0)
         pending = [Pair.from_obj(json.loads(_text(item))) for item in older]
         pending += [p for p in _decode_pairs(_text(recent_raw)) if p.n > base_seq]
-        return Snapshot(summary=_text(summary) or "", pending=pending, summarized_seq=base_seq)
+        return Snapshot(
+            summary=_text(summary) or "",
+            pending=pending,
+            summarized_seq=base_seq,
+            triggered_at=_float(_text(job_at)),
+        )
 
     def pending_pairs(self, user: str) -> list[Pair]:
         """Return every valid pair not yet summarized, oldest first."""

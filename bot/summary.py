@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import structlog
 
 from bot.llm import LLMClient
+from bot.metrics import SUMMARY_LAG_SECONDS
 from bot.prompts import Prompt
 from bot.store import ContextStore, Pair
 from bot.tokens import TokenCounter
@@ -86,7 +88,16 @@ def summarize_conversation(
     applied = store.apply_summary(user, snapshot.summarized_seq, upto, text, clear_recent=clear_recent)
     tokens = counter.count(text)
     if applied:
-        log.info("summary.stored", consumed=len(pairs), summary_tokens=tokens, clear_recent=clear_recent)
+        lag = time.time() - snapshot.triggered_at if snapshot.triggered_at else None
+        if lag is not None:
+            SUMMARY_LAG_SECONDS.observe(lag)
+        log.info(
+            "summary.stored",
+            consumed=len(pairs),
+            summary_tokens=tokens,
+            clear_recent=clear_recent,
+            lag_ms=round(lag * 1000, 1) if lag is not None else None,
+        )
     else:
         log.warning("summary.discarded", reason="state_changed", consumed=len(pairs))
     return SummaryResult(applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens,
