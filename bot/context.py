@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.store import Context, Pair
-from bot.tokens import TokenCounter
+from bot.tokens import TOKENS_PER_MESSAGE, TOKENS_PER_REPLY, TokenCounter
 
 SUMMARY_HEADER = "Summary of the earlier conversation (for context only):\n"
 
@@ -49,47 +49,43 @@ def build_prompt(
     if max_tokens is not None and counter.count(user_text) > max_user_tokens:
         user_text = counter.truncate(user_text, max_user_tokens)
         user_truncated = True
-    system = [{"role": "system", "content": system_prompt}]
-    current = [{"role": "user", "content": user_text}]
     summary = context.summary.strip()
     pairs = list(context.recent)
 
-    def assemble() -> list[dict[str, str]]:
-        middle = [{"role": "system", "content": SUMMARY_HEADER + summary}] if summary else []
-        return system + middle + _pair_messages(pairs) + current
+    def cost(text: str) -> int:
+        return TOKENS_PER_MESSAGE + counter.count(text)
 
-    messages = assemble()
-    tokens = counter.count_messages(messages)
-    if max_tokens is None:
-        return BuiltPrompt(messages, tokens, len(pairs), 0, False, user_truncated)
+    # Each piece is counted once; dropping a pair subtracts its cost.
+    fixed = TOKENS_PER_REPLY + cost(system_prompt) + cost(user_text)
+    summary_cost = cost(SUMMARY_HEADER + summary) if summary else 0
+    pair_costs = [cost(p.user) + cost(p.assistant) for p in pairs]
+    total = fixed + summary_cost + sum(pair_costs)
 
     dropped = 0
-    while tokens > max_tokens and pairs:
-        pairs.pop(0)
-        dropped += 1
-        messages = assemble()
-        tokens = counter.count_messages(messages)
-
     summary_truncated = False
-    if tokens > max_tokens and summary:
-        room = max_tokens - counter.count_messages(system + current) - len(
-            counter.encoding.encode(SUMMARY_HEADER)
-        ) - 4
-        summary = counter.truncate(summary, room) if room > 20 else ""
-        summary_truncated = True
-        messages = assemble()
-        tokens = counter.count_messages(messages)
-        if tokens > max_tokens:  # token boundaries can shift by one or two on re-encoding
-            summary = ""
-            messages = assemble()
-            tokens = counter.count_messages(messages)
+    if max_tokens is not None:
+        while total > max_tokens and pairs:
+            pairs.pop(0)
+            total -= pair_costs.pop(0)
+            dropped += 1
+        if total > max_tokens and summary:
+            room = max_tokens - fixed - cost(SUMMARY_HEADER) - 2
+            summary = counter.truncate(summary, room) if room > 20 else ""
+            summary_truncated = True
+            summary_cost = cost(SUMMARY_HEADER + summary) if summary else 0
+            total = fixed + summary_cost
+            if total > max_tokens:  # token boundaries can shift by one or two on re-encoding
+                summary, total = "", fixed
+        if total > max_tokens:
+            # Only the system prompt and the message are left: cut the message to fit.
+            room = max_tokens - TOKENS_PER_REPLY - cost(system_prompt) - TOKENS_PER_MESSAGE - 2
+            user_text = counter.truncate(user_text, max(room, 1))
+            user_truncated = True
 
-    if tokens > max_tokens:
-        # Only the system prompt and the message are left: cut the message to fit.
-        room = max_tokens - counter.count_messages(system + [{"role": "user", "content": ""}]) - 4
-        current = [{"role": "user", "content": counter.truncate(user_text, max(room, 1))}]
-        user_truncated = True
-        messages = assemble()
-        tokens = counter.count_messages(messages)
-
+    messages = [{"role": "system", "content": system_prompt}]
+    if summary:
+        messages.append({"role": "system", "content": SUMMARY_HEADER + summary})
+    messages += _pair_messages(pairs)
+    messages.append({"role": "user", "content": user_text})
+    tokens = counter.count_messages(messages) if user_truncated or summary_truncated else total
     return BuiltPrompt(messages, tokens, len(pairs), dropped, summary_truncated, user_truncated)
