@@ -167,7 +167,7 @@ class Client:
 
 
 def drive(
-    port: int, users: list[str], turns: int, seed: int, think_s: float = 0.0
+    port: int, users: list[str], turns: int, seed: int, think_s: float = 0.0, jitter: bool = False
 ) -> tuple[list[tuple[float, float, float]], float]:
     """Run every user's conversation concurrently; return per-message timings and wall time."""
     results: list[tuple[float, float, float]] = []
@@ -177,6 +177,8 @@ def drive(
     def run(index: int, user: str) -> None:
         rng = random.Random(seed * 1000 + index)
         client = Client(port, user)
+        if jitter and think_s:  # spread users over one pause, so arrivals are not in lockstep
+            time.sleep(rng.uniform(0, think_s))
         try:
             for turn in range(1, turns + 1):
                 sample = client.send(message(rng, index, turn))
@@ -272,7 +274,7 @@ def run_strategy(args: argparse.Namespace, redis_url: str, model_url: str, strat
         # A: overhead at concurrency, no worker (its polling would blur the Redis figures).
         users = [f"+1555{i:07d}" for i in range(args.users)]
         drive(stack.port, users[:4], 2, seed=1)  # warm up connections and scripts
-        samples, wall = drive(stack.port, users, args.turns, seed=2)
+        samples, wall = drive(stack.port, users, args.turns, seed=2, think_s=args.pace_ms / 1000, jitter=True)
         overhead = [app - model for _, app, model in samples]
         out["overhead_ms"] = {q: pct(overhead, q) for q in (50, 95, 99)}
         out["client_ms"] = {q: pct([c * 1000 for c, _, _ in samples], q) for q in (50, 95, 99)}
@@ -366,7 +368,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     compact = next(r for r in results if r["strategy"] == "compact")
     baseline = next((r for r in results if r["strategy"] == "full_history"), None)
     print()
-    print(f"# bench_webhook: {args.users} users x {args.turns} turns (overhead), "
+    print(f"# bench_webhook: {args.users} users x {args.turns} turns (overhead, pace {args.pace_ms} ms), "
           f"{args.long_users} x {args.long_turns} turns (long), model latency {args.latency_ms} ms, "
           f"reply {args.reply_chars} chars, gunicorn {args.web_workers}x{args.threads} gthread, {os.cpu_count()} cores")
     rows: list[tuple[str, Any, Any]] = []
@@ -407,6 +409,8 @@ def main() -> int:
     parser.add_argument("--long-users", type=int, default=5)
     parser.add_argument("--long-turns", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    # 0: every user sends its next message the moment the reply lands (a saturation test).
+    parser.add_argument("--pace-ms", type=float, default=0.0, help="pause between a user's turns in phase A")
     # People type: a user's next message comes some time after the reply, never instantly.
     parser.add_argument("--think-ms", type=float, default=100.0, help="pause between a user's turns in phase B")
     parser.add_argument("--reply-chars", type=int, default=400)

@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     SUMMARY_INPUT_TOKENS: int = Field(default=3000, ge=500)
     # Seconds between retries of a failed summary job (needs the worker's scheduler).
     SUMMARY_RETRY_INTERVALS: str = "10,30,60"
-    # Pending pairs outside the recent window: summarized early past half of this, the
+    # Pending pairs outside the recent window: summarized early past a third of this, the
     # oldest dropped unsummarized past it (workers down), so a user stays under ~10 KB.
     PENDING_MAX_BYTES: int = Field(default=4000, ge=1000)
     # Whole messages that clear the conversation (case and punctuation ignored).

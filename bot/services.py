@@ -68,7 +68,8 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         ttl_seconds=settings.CONTEXT_TTL_DAYS * 86400,
         policy=SummaryPolicy(
             every_n_pairs=FULL_HISTORY_PAIRS if full else settings.SUMMARY_EVERY_N_PAIRS,
-            soft_bytes=settings.PENDING_MAX_BYTES // 2,
+            # Summarize early at a third of the bound: room for ~4 more pairs while the job runs.
+            soft_bytes=settings.PENDING_MAX_BYTES // 3,
             max_bytes=10**9 if full else settings.PENDING_MAX_BYTES,
         ),
     )

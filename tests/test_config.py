@@ -40,3 +40,13 @@ def test_public_base_url_must_be_http() -> None:
         load_settings(env_files=False, PUBLIC_BASE_URL="bot.example.com", **REQUIRED)
     s = load_settings(env_files=False, PUBLIC_BASE_URL="https://bot.example.com/", **REQUIRED)
     assert s.PUBLIC_BASE_URL == "https://bot.example.com"
+
+
+def test_env_example_lists_every_setting() -> None:
+    from pathlib import Path
+
+    from bot.config import Settings
+
+    text = (Path(__file__).parent.parent / ".env.example").read_text()
+    listed = {line.lstrip("#").split("=", 1)[0].strip() for line in text.splitlines() if "=" in line}
+    assert set(Settings.model_fields) <= listed
