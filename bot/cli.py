@@ -19,6 +19,7 @@ from bot.exceptions import ConfigError, StoreUnavailable
 from bot.logs import configure_logging
 from bot.services import Services, build_services
 from bot.conversation import reset_conversation
+from bot.queueing import summary_job_id
 from bot.store import CONTEXT_PREFIX, key_report
 
 _E164 = re.compile(r"^\+[1-9]\d{6,14}$")
@@ -51,8 +52,13 @@ def user_report(services: Services, user: str) -> dict[str, Any]:
         "last_interaction": _iso(context.last_interaction),
         "pending_pairs": [p.to_public() for p in pending],
         "summary_job": {
-            "status": services.jobs.summary_status(user),
+            "status": (
+                services.jobs.job_status(summary_job_id(user, context.summary_job_token))
+                if context.summary_job_token
+                else None
+            ),
             "triggered_at": _iso(context.summary_job_at),
+            "failed_job_ids": services.jobs.failed_summaries(user),
         },
         "keys": key_report(services.redis, store.user_keys(user)),
     }
@@ -75,6 +81,8 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
     print(f"pending pairs for the next summary: {len(report['pending_pairs'])}")
     job = report["summary_job"]
     print(f"summary job: {job['status'] or 'none'}" + (f" (triggered {job['triggered_at']})" if job["triggered_at"] else ""))
+    if job["failed_job_ids"]:
+        print(f"failed summary jobs (RQ failed registry): {', '.join(job['failed_job_ids'])}")
     print("keys:")
     for key in report["keys"]:
         print(f"  {key['key']}  {key['type']}  {key['bytes']} bytes  ttl {key['ttl_s']}s")

@@ -11,11 +11,17 @@ _OPERATOR_RESET = re.compile(r"^#reset\s+(?:whatsapp:)?(\+[1-9]\d{6,14})$")
 
 DEFAULT_RESET_PHRASES = ("forget everything", "clear chat", "start over", "/reset")
 DEFAULT_TOPIC_PHRASES = ("new topic", "change of subject")
+#: Memory commands (whole messages, case and punctuation ignored).
+OPT_OUT_PHRASES = ("stop remembering me", "dont remember me", "do not remember me", "/stopmemory")
+OPT_IN_PHRASES = ("remember me again", "start remembering me", "/remember")
+ERASE_PHRASES = ("delete my data", "erase my data", "delete all my data", "erase all my data", "/deletedata")
+CONFIRM_PHRASES = ("yes", "yes delete", "yes delete my data", "yes erase", "confirm")
 
 
 @dataclass(frozen=True)
 class Command:
-    """A recognised command: reset (own context), topic_shift, or operator_reset of target."""
+    """A recognised command: reset, topic_shift, opt_out, opt_in, erase, erase_confirm,
+    or operator_reset of target."""
 
     kind: str
     target: str | None = None
@@ -23,7 +29,8 @@ class Command:
 
 def normalize(text: str) -> str:
     """Lower-case, drop punctuation (keeping / # +) and collapse white space."""
-    return _SPACES.sub(" ", _NOT_WORD.sub(" ", text.lower())).strip()
+    text = text.lower().replace("'", "").replace("\u2019", "")  # "don't" -> "dont"
+    return _SPACES.sub(" ", _NOT_WORD.sub(" ", text)).strip()
 
 
 def parse_phrases(raw: str) -> tuple[str, ...]:
@@ -38,11 +45,20 @@ def recognise(
     reset_phrases: tuple[str, ...],
     topic_phrases: tuple[str, ...],
     operators: frozenset[str],
+    erase_pending: bool = False,
 ) -> Command | None:
     """Return the command a message is, or None for an ordinary message."""
     norm = normalize(text)
     if not norm:
         return None
+    if erase_pending and norm in CONFIRM_PHRASES:
+        return Command("erase_confirm")
+    if norm in ERASE_PHRASES:
+        return Command("erase")
+    if norm in OPT_OUT_PHRASES:
+        return Command("opt_out")
+    if norm in OPT_IN_PHRASES:
+        return Command("opt_in")
     if sender in operators:
         match = _OPERATOR_RESET.match(norm)
         if match:

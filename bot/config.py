@@ -103,6 +103,27 @@ class Settings(BaseSettings):
     # Messages starting with one of these compress the old topic into the summary at once.
     TOPIC_SHIFT_PHRASES: str = "new topic,change of subject"
 
+    # --- durable facts (design notes 2 and 5) ---------------------------------------------
+    # Extract facts after every this many valid pairs (0 turns extraction off).
+    EXTRACTION_INTERVAL: int = Field(default=1, ge=0, le=100)
+    # A cheaper model may do; defaults to OPENAI_MODEL.
+    EXTRACTION_MODEL: str | None = None
+    # Facts below this confidence are neither stored nor injected (design note 2: 0.7).
+    EXTRACTION_CONFIDENCE: float = Field(default=0.7, ge=0, le=1)
+    MAX_FACTS_PER_USER: int = Field(default=50, ge=1, le=500)
+    # Rival values this close in confidence are shown flagged as a conflict.
+    CONFLICT_MARGIN: float = Field(default=0.1, ge=0, le=1)
+    # The PERSISTENT MEMORY block's share of MAX_PROMPT_TOKENS.
+    MEMORY_MAX_TOKENS: int = Field(default=200, ge=50)
+    # Durable facts expire this long after the user's last message (retention).
+    FACTS_TTL_DAYS: int = Field(default=365, ge=1, le=3650)
+    # Session-scope facts ("in Lisbon this week") live this long after the last message.
+    SESSION_FACTS_TTL_HOURS: int = Field(default=24, ge=1, le=720)
+    # JSON file of org facts loaded at startup: {"business_hours": "Mon-Fri 9-18", ...}.
+    ORG_FACTS_FILE: Path | None = None
+    # "delete my data" waits this long for the user's YES.
+    ERASE_CONFIRM_S: int = Field(default=600, ge=30)
+
     # --- operators ----------------------------------------------------------------------
     # Bearer token for /admin/*; admin routes are disabled (404) when unset.
     ADMIN_TOKEN: str | None = Field(default=None, min_length=16)
@@ -162,6 +183,16 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_token(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("ORG_FACTS_FILE", "EXTRACTION_MODEL", mode="before")
+    @classmethod
+    def _empty_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @property
+    def extraction_model(self) -> str:
+        """Return the model fact extraction uses."""
+        return self.EXTRACTION_MODEL or self.OPENAI_MODEL
 
     @property
     def retry_intervals(self) -> list[int]:

@@ -38,9 +38,11 @@ def build_prompt(
     *,
     max_tokens: int | None,
     max_user_tokens: int,
+    memory_block: str = "",
 ) -> BuiltPrompt:
-    """Return system prompt, summary, recent pairs and the message, within max_tokens.
+    """Return system prompt, memory, summary, recent pairs and the message, within max_tokens.
 
+    The memory block (already capped by its selection) is kept whole, like the system prompt.
     The oldest pairs go first, then the summary is shortened; the message itself is cut
     to max_user_tokens, and further only if nothing else is left to give.
     With max_tokens None (the full-history baseline) nothing is dropped.
@@ -57,6 +59,8 @@ def build_prompt(
 
     # Each piece is counted once; dropping a pair subtracts its cost.
     fixed = TOKENS_PER_REPLY + cost(system_prompt) + cost(user_text)
+    if memory_block:
+        fixed += cost(memory_block)
     summary_cost = cost(SUMMARY_HEADER + summary) if summary else 0
     pair_costs = [cost(p.user) + cost(p.assistant) for p in pairs]
     total = fixed + summary_cost + sum(pair_costs)
@@ -78,11 +82,13 @@ def build_prompt(
                 summary, total = "", fixed
         if total > max_tokens:
             # Only the system prompt and the message are left: cut the message to fit.
-            room = max_tokens - TOKENS_PER_REPLY - cost(system_prompt) - TOKENS_PER_MESSAGE - 2
+            room = max_tokens - (fixed - cost(user_text)) - TOKENS_PER_MESSAGE - 2
             user_text = counter.truncate(user_text, max(room, 1))
             user_truncated = True
 
     messages = [{"role": "system", "content": system_prompt}]
+    if memory_block:
+        messages.append({"role": "system", "content": memory_block})
     if summary:
         messages.append({"role": "system", "content": SUMMARY_HEADER + summary})
     messages += _pair_messages(pairs)

@@ -32,6 +32,9 @@ SUMMARY_LAG_SECONDS = Histogram(
     buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900),
 )
 SUMMARIES = Counter("bot_summaries_total", "Summary job runs by result (stored, skipped, failed).", ["result"])
+EXTRACTIONS = Counter(
+    "bot_extractions_total", "Fact extraction runs by result (stored, nothing_new, skipped, failed).", ["result"]
+)
 RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
 
 

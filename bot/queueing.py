@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import redis
 from rq import Callback, Queue, Retry
 from rq.job import Job, NoSuchJobError
 
 SUMMARY_QUEUE = "summaries"
+FACTS_QUEUE = "facts"
 
-#: A summary call is one model request; a minute covers the slowest with retries inside.
-SUMMARY_JOB_TIMEOUT_S = 60
+#: One model request per job; a minute covers the slowest with its own timeout inside.
+JOB_TIMEOUT_S = 60
 #: Failed jobs stay inspectable in RQ's failed registry for a week.
 FAILED_TTL_S = 7 * 86400
 
 
-def summary_job_id(user: str) -> str:
-    """Return the one job id a user's summary runs under (there is never more than one)."""
-    return f"summary-{user.lstrip('+')}"
+def user_tag(user: str) -> str:
+    """Return a stable pseudonym for a user, for job ids and RQ's own logs (no numbers)."""
+    return hashlib.sha256(user.encode()).hexdigest()[:12]
+
+
+def summary_job_id(user: str, token: str) -> str:
+    """Return the id of the summary job that holds trigger `token`."""
+    return f"summary-{user_tag(user)}-{token}"
+
+
+def extraction_job_id(user: str, token: str) -> str:
+    """Return the id of the extraction job that holds trigger `token`."""
+    return f"facts-{user_tag(user)}-{token}"
 
 
 class JobQueue:
@@ -25,37 +38,65 @@ class JobQueue:
     def __init__(self, connection: redis.Redis, retry_intervals: list[int]) -> None:
         self.connection = connection
         self.summaries = Queue(SUMMARY_QUEUE, connection=connection)
+        self.facts = Queue(FACTS_QUEUE, connection=connection)
         self.retry_intervals = retry_intervals
 
-    def enqueue_summary(self, user: str, clear_recent: bool = False, upto: int | None = None) -> str:
-        """Queue the user's summary job and return its id."""
+    def _retry(self) -> Retry:
+        return Retry(max=len(self.retry_intervals), interval=self.retry_intervals)
+
+    def enqueue_summary(self, user: str, token: str, clear_recent: bool = False, upto: int | None = None) -> str:
+        """Queue the user's summary job for trigger `token` and return its id."""
         job = self.summaries.enqueue(
             "workers.jobs.summarize_user",
             user,
+            token,
             clear_recent,
             upto,
-            job_id=summary_job_id(user),
-            retry=Retry(max=len(self.retry_intervals), interval=self.retry_intervals),
+            job_id=summary_job_id(user, token),
+            retry=self._retry(),
             on_failure=Callback("workers.jobs.summary_failed"),
-            job_timeout=SUMMARY_JOB_TIMEOUT_S,
+            job_timeout=JOB_TIMEOUT_S,
             result_ttl=3600,
             failure_ttl=FAILED_TTL_S,
-            description=f"summary for user ***{user[-2:]}",
+            description=f"summary {user_tag(user)}",
         )
         return job.id
 
-    def summary_status(self, user: str) -> str | None:
-        """Return the status of the user's summary job (queued, started, failed…), if any."""
+    def enqueue_extraction(self, user: str, token: str) -> str:
+        """Queue the user's fact extraction job for trigger `token` and return its id."""
+        job = self.facts.enqueue(
+            "workers.jobs.extract_user_facts",
+            user,
+            token,
+            job_id=extraction_job_id(user, token),
+            retry=self._retry(),
+            on_failure=Callback("workers.jobs.extraction_failed"),
+            job_timeout=JOB_TIMEOUT_S,
+            result_ttl=600,
+            failure_ttl=FAILED_TTL_S,
+            description=f"facts {user_tag(user)}",
+        )
+        return job.id
+
+    def job_status(self, job_id: str) -> str | None:
+        """Return a job's status (queued, started, scheduled, failed, finished), if it exists."""
         try:
-            job = Job.fetch(summary_job_id(user), connection=self.connection)
+            job = Job.fetch(job_id, connection=self.connection)
         except NoSuchJobError:
             return None
         status = job.get_status(refresh=False)
         return status.value if status is not None else None
+
+    def failed_summaries(self, user: str) -> list[str]:
+        """Return the ids of this user's summary jobs in RQ's failed registry."""
+        prefix = f"summary-{user_tag(user)}-"
+        return [j for j in self.summaries.failed_job_registry.get_job_ids() if j.startswith(prefix)]
 
     def depth(self) -> dict[str, int]:
         """Return jobs waiting and failed per queue."""
         return {
             SUMMARY_QUEUE: self.summaries.count,
             f"{SUMMARY_QUEUE}_failed": self.summaries.failed_job_registry.count,
+            FACTS_QUEUE: self.facts.count,
+            f"{FACTS_QUEUE}_failed": self.facts.failed_job_registry.count,
         }

@@ -48,6 +48,7 @@ class Step:
     delay_s: float = 0.0
     finish_reason: str = "stop"
     match: str | None = None
+    retry_after: int | None = None  # sent as Retry-After with an error status
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> "Step":
@@ -58,6 +59,7 @@ class Step:
             delay_s=float(obj.get("delay_s", 0.0)),
             finish_reason=str(obj.get("finish_reason", "stop")),
             match=obj.get("match"),
+            retry_after=obj.get("retry_after"),
         )
 
 
@@ -157,6 +159,8 @@ class StandinModel:
         delay = self.latency_s + step.delay_s
         if step.status != 200:
             error = {"error": {"message": f"scripted status {step.status}", "type": "standin_error"}}
+            if step.retry_after is not None:
+                error["retry_after"] = step.retry_after
             return step.status, error, delay
         content = step.content if step.content is not None else self.canned_reply(last_user)
         prompt_tokens = sum(
@@ -203,8 +207,11 @@ class StandinModel:
                 return
 
             def _send(self, status: int, payload: Any) -> None:
+                retry_after = payload.pop("retry_after", None) if isinstance(payload, dict) else None
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                if retry_after is not None:
+                    self.send_header("Retry-After", str(retry_after))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -40,6 +40,7 @@ def render_transcript(summary: str, pairs: list[Pair]) -> str:
 
 def summarize_conversation(
     user: str,
+    token: str,
     store: ContextStore,
     llm: LLMClient,
     counter: TokenCounter,
@@ -57,9 +58,17 @@ def summarize_conversation(
     leaving the state untouched for a retry.
     """
     snapshot = store.snapshot(user)
+    if snapshot.token != token:
+        log.info("summary.skipped", reason="superseded")
+        return SummaryResult(applied=False, consumed=0, reason="superseded")
     pending = [p for p in snapshot.pending if upto is None or p.n <= upto]
     if not pending:
-        store.release_summary(user)
+        if clear_recent and upto:
+            # Nothing left to summarize, but the old topic must still leave the window.
+            applied, reason = store.apply_summary(user, token, snapshot.epoch, upto, snapshot.summary, True)
+            log.info("summary.skipped", reason="nothing_pending", cleared_recent=applied)
+            return SummaryResult(applied=applied, consumed=0, reason=reason)
+        store.release_summary(user, token)
         log.info("summary.skipped", reason="nothing_pending")
         return SummaryResult(applied=False, consumed=0, reason="nothing_pending")
 
@@ -80,12 +89,14 @@ def summarize_conversation(
     )
     text = counter.truncate(completion.text.strip(), max_tokens)
     if not text:
-        store.release_summary(user)
+        store.release_summary(user, token)
         log.warning("summary.empty")
         return SummaryResult(applied=False, consumed=0, reason="empty_summary")
 
-    upto = pairs[-1].n
-    applied = store.apply_summary(user, snapshot.summarized_seq, upto, text, clear_recent=clear_recent)
+    consumed_upto = pairs[-1].n
+    applied, reason = store.apply_summary(
+        user, token, snapshot.epoch, consumed_upto, text, clear_recent=clear_recent
+    )
     tokens = counter.count(text)
     if applied:
         lag = time.time() - snapshot.triggered_at if snapshot.triggered_at else None
@@ -99,6 +110,7 @@ def summarize_conversation(
             lag_ms=round(lag * 1000, 1) if lag is not None else None,
         )
     else:
-        log.warning("summary.discarded", reason="state_changed", consumed=len(pairs))
-    return SummaryResult(applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens,
-                         reason="" if applied else "state_changed")
+        log.warning("summary.discarded", reason=reason, consumed=len(pairs))
+    return SummaryResult(
+        applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens, reason=reason
+    )

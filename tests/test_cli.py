@@ -90,7 +90,7 @@ def test_reset_users_and_job_status(run, model: StandinModel, services) -> None:
     assert all(u["bytes"] > 0 and u["last_interaction"] for u in listed)
 
     report = json.loads(run("inspect", USER, "--json").stdout)
-    assert report["summary_job"] == {"status": None, "triggered_at": None}
+    assert report["summary_job"] == {"status": None, "triggered_at": None, "failed_job_ids": []}
     assert len(report["pending_pairs"]) == 1
 
     result = run("reset", USER)

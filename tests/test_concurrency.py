@@ -61,3 +61,51 @@ def test_concurrent_redelivery_calls_the_model_once(server_url, model: StandinMo
     assert len(model.requests()) == 1
     assert all(r == replies[0] for r in replies) and replies[0]
     assert services.store.load(USER).count_since_summary == 1
+
+
+@pytest.fixture
+def gunicorn_url(settings, redis_client, model: StandinModel) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The app under gunicorn with two worker processes, as the Procfile runs it."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from bot.embedded import free_port
+
+    port = free_port()
+    env = {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
+    env["LOG_LEVEL"] = "WARNING"
+    gunicorn = Path(sys.executable).parent / "gunicorn"
+    proc = subprocess.Popen(
+        [str(gunicorn), "--workers", "2", "--worker-class", "gthread", "--threads", "4",
+         "--bind", f"127.0.0.1:{port}", "bot:create_app()"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                with urlopen(f"{url}/healthz", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_concurrent_messages_across_processes_all_stored_once(gunicorn_url, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
+    model.latency_s = 0.2
+    n = 12
+    forms = [inbound_form(f"Process race {i:02d}: which Lisbon museum opens on Mondays?") for i in range(n)]
+    duplicate = dict(forms[0])
+    with ThreadPoolExecutor(max_workers=n + 1) as pool:
+        replies = list(pool.map(lambda f: post(gunicorn_url, f), forms + [duplicate]))
+    assert [i for i, r in enumerate(replies) if len(r) != 1] == []
+    assert replies[0] == replies[-1]  # the redelivery, maybe in the other process, got the same reply
+    pending = services.store.pending_pairs(USER)
+    assert sorted(p.sid for p in pending) == sorted(f["MessageSid"] for f in forms)
+    assert len(model.requests()) == n

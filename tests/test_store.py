@@ -43,7 +43,12 @@ def pair(i: int) -> Pair:
 def add(store: ContextStore, i: int, valid: bool = True) -> int:
     claim = store.claim(USER, f"SM{i}", now=1000.0 + i)
     assert claim.status == "new"
-    return store.commit(USER, f"SM{i}", f"answer {i}", pair(i) if valid else None, now=1000.0 + i).count_since_summary
+    return store.commit(USER, claim, f"SM{i}", f"answer {i}", pair(i) if valid else None, now=1000.0 + i).count_since_summary
+
+
+def commit(store: ContextStore, sid: str, p: Pair | None, now: float | None = None):  # type: ignore[no-untyped-def]
+    claim = store.claim(USER, sid, now=now)
+    return store.commit(USER, claim, sid, "a", p, now=now)
 
 
 def test_empty_user_has_empty_context(store: ContextStore) -> None:
@@ -83,7 +88,7 @@ def test_invalid_message_is_seen_but_not_context(store: ContextStore) -> None:
 def test_duplicate_returns_the_stored_reply(store: ContextStore) -> None:
     add(store, 0)
     claim = store.claim(USER, "SM0")
-    assert claim.status == "duplicate" and claim.reply == pair(0).assistant
+    assert claim.status == "duplicate" and claim.reply == "answer 0"
     add(store, 1, valid=False)
     assert store.claim(USER, "SM1").reply == "answer 1"
 
@@ -95,15 +100,52 @@ def test_inflight_claim_blocks_then_expires(store: ContextStore) -> None:
 
 
 def test_release_lets_a_redelivery_retry(store: ContextStore) -> None:
-    store.claim(USER, "SMx")
-    store.release(USER, "SMx")
+    claim = store.claim(USER, "SMx")
+    store.release(USER, claim, "SMx")
     assert store.claim(USER, "SMx").status == "new"
 
 
+def test_a_taken_over_claim_stores_nothing(store: ContextStore) -> None:
+    """A first attempt that outlived its lease must not store a second copy."""
+    first = store.claim(USER, "SMx", now=1000.0)
+    second = store.claim(USER, "SMx", now=1000.0 + INFLIGHT_LEASE_S + 1)
+    assert store.commit(USER, second, "SMx", "a", pair(1)).pair_stored
+    assert not store.commit(USER, first, "SMx", "a", pair(1)).pair_stored
+    assert len(store.load(USER).recent) == 1
+
+
+def test_reset_while_in_flight_drops_the_pair(store: ContextStore) -> None:
+    add(store, 0)
+    in_flight = store.claim(USER, "SMlate")
+    store.reset(USER)
+    result = store.commit(USER, in_flight, "SMlate", "old answer", pair(1))
+    assert not result.pair_stored
+    assert store.load(USER).recent == []
+    assert store.claim(USER, "SMlate").reply == "old answer"  # still answered once
+
+
+def test_reset_of_an_unknown_user_creates_nothing(store: ContextStore, client: redis.Redis) -> None:
+    assert store.reset("+15550001111") is False
+    assert client.keys("*15550001111*") == []
+
+
 def test_only_the_newest_sids_are_remembered(store: ContextStore, client: redis.Redis) -> None:
+    in_flight = store.claim(USER, "SMflight", now=999.0)
     for i in range(7):
-        add(store, i, valid=False)
-    assert sorted(client.hkeys(user_key(SEEN_PREFIX, USER))) == ["SM3", "SM4", "SM5", "SM6"]
+        add(store, i)
+    assert sorted(client.hkeys(user_key(SEEN_PREFIX, USER))) == ["SM3", "SM4", "SM5", "SM6", "SMflight"]
+    assert in_flight.status == "new"  # an in-flight claim is never evicted
+    records = {k: json.loads(v) for k, v in client.hgetall(user_key(SEEN_PREFIX, USER)).items()}
+    # a reply stored in its pair is copied only on the newest three records
+    assert [k for k in ("SM3", "SM4", "SM5", "SM6") if "r" in records[k]] == ["SM4", "SM5", "SM6"]
+    assert store.claim(USER, "SM3").reply == pair(3).assistant  # found in the pair instead
+
+
+def test_redelivery_finds_a_reply_whose_pair_left_the_window(client: redis.Redis) -> None:
+    store = ContextStore(client, recent_pairs=5, dedup_keep=20, policy=POLICY)
+    for i in range(12):
+        add(store, i)
+    assert store.claim(USER, "SM1").reply == pair(1).assistant  # from chat_pending
 
 
 def test_every_key_gets_the_ttl(store: ContextStore, client: redis.Redis) -> None:
@@ -114,9 +156,8 @@ def test_every_key_gets_the_ttl(store: ContextStore, client: redis.Redis) -> Non
 
 
 def test_unicode_survives_lua(store: ContextStore) -> None:
-    store.claim(USER, "SMu")
     p = Pair(user="¿Dónde está 東京? 🎌", assistant="En Japón — “quotes” / slashes \\ ok", ts=1.0, sid="SMu")
-    store.commit(USER, "SMu", p.assistant, p)
+    commit(store, "SMu", p)
     [stored] = store.load(USER).recent
     assert (stored.user, stored.assistant, stored.n) == (p.user, p.assistant, 1)
 
@@ -132,35 +173,35 @@ def test_redis_errors_become_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         store.claim(USER, "SM1")
     with pytest.raises(StoreUnavailable):
-        store.commit(USER, "SM1", "x", None)
+        store.reset(USER)
     assert store.ping() is False
 
 
 # -- summaries -------------------------------------------------------------------------
 def test_summary_due_exactly_once_at_n(store: ContextStore) -> None:
-    dues = []
-    for i in range(15):
-        store.claim(USER, f"SM{i}")
-        dues.append(store.commit(USER, f"SM{i}", "a", pair(i)).summary_due)
+    dues = [commit(store, f"SM{i}", pair(i)).summary_due for i in range(15)]
     assert dues.index(True) == 9 and dues.count(True) == 1  # the 10th pair, once
 
 
 def test_summary_trigger_comes_back_after_the_lease(store: ContextStore) -> None:
     for i in range(10):
-        store.claim(USER, f"SM{i}", now=1000.0)
-        store.commit(USER, f"SM{i}", "a", pair(i), now=1000.0)
-    store.claim(USER, "SMlate", now=1000.0 + POLICY.job_lease_s + 1)
-    assert store.commit(USER, "SMlate", "a", pair(99), now=1000.0 + POLICY.job_lease_s + 1).summary_due
+        commit(store, f"SM{i}", pair(i), now=1000.0)
+    assert commit(store, "SMlate", pair(99), now=1000.0 + POLICY.job_lease_s + 1).summary_due
+
+
+def take(store: ContextStore):  # type: ignore[no-untyped-def]
+    token = store.take_summary(USER)
+    return token, store.snapshot(USER)
 
 
 def test_apply_summary_consumes_exactly_the_snapshot(store: ContextStore, client: redis.Redis) -> None:
     for i in range(8):
         add(store, i)
-    snap = store.snapshot(USER)
+    token, snap = take(store)
     assert [p.n for p in snap.pending] == list(range(1, 9))
     for i in range(8, 11):  # arrive while the job runs
         add(store, i)
-    assert store.apply_summary(USER, snap.summarized_seq, snap.pending[-1].n, "The user asked eight things.")
+    assert store.apply_summary(USER, token, snap.epoch, snap.pending[-1].n, "The user asked eight things.")[0]
     context = store.load(USER)
     assert context.summary == "The user asked eight things."
     assert context.count_since_summary == 3
@@ -172,18 +213,55 @@ def test_apply_summary_consumes_exactly_the_snapshot(store: ContextStore, client
 def test_apply_summary_refuses_stale_state(store: ContextStore) -> None:
     for i in range(6):
         add(store, i)
-    snap = store.snapshot(USER)
+    token, snap = take(store)
     store.reset(USER)
-    assert not store.apply_summary(USER, snap.summarized_seq, snap.pending[-1].n, "old news")
+    assert store.apply_summary(USER, token, snap.epoch, snap.pending[-1].n, "old news") == (False, "superseded")
     assert store.load(USER).summary == ""
+
+
+def test_apply_summary_refuses_after_a_reset_even_with_the_token(store: ContextStore) -> None:
+    for i in range(6):
+        add(store, i)
+    token, snap = take(store)
+    store.reset(USER)
+    for i in range(6, 9):
+        add(store, i)
+    store._take_summary(keys=[user_key(CONTEXT_PREFIX, USER)], args=[1.0, token])  # same token again
+    assert store.apply_summary(USER, token, snap.epoch, 6, "old news") == (False, "reset")
+
+
+def test_superseded_job_cannot_apply_or_release(store: ContextStore) -> None:
+    for i in range(6):
+        add(store, i)
+    old, snap = take(store)
+    new, _ = take(store)
+    assert not store.release_summary(USER, old)
+    assert store.apply_summary(USER, old, snap.epoch, 6, "stale")[1] == "superseded"
+    assert store.apply_summary(USER, new, snap.epoch, 6, "fresh")[0]
+
+
+def test_a_drop_during_the_job_does_not_discard_it(client: redis.Redis) -> None:
+    policy = SummaryPolicy(every_n_pairs=1000, soft_bytes=100_000, max_bytes=700, job_lease_s=900)
+    store = ContextStore(client, recent_pairs=2, dedup_keep=4, policy=policy)
+    for i in range(6):
+        commit(store, f"SM{i}", pair(i))
+    token = store.take_summary(USER)
+    snap = store.snapshot(USER)
+    for i in range(6, 12):  # pending overflows; the oldest are dropped while the job runs
+        commit(store, f"SM{i}", pair(i))
+    assert store.load(USER).summarized_seq > 0
+    applied, _ = store.apply_summary(USER, token, snap.epoch, snap.pending[-1].n, "summary")
+    assert applied and store.load(USER).summary == "summary"
+    context = store.load(USER)
+    assert context.count_since_summary == len(store.pending_pairs(USER))
 
 
 def test_apply_summary_can_clear_the_recent_window(store: ContextStore) -> None:
     for i in range(4):
         add(store, i)
-    snap = store.snapshot(USER)
+    token, snap = take(store)
     add(store, 4)
-    assert store.apply_summary(USER, snap.summarized_seq, 4, "old topic", clear_recent=True)
+    assert store.apply_summary(USER, token, snap.epoch, 4, "old topic", clear_recent=True)[0]
     assert [p.n for p in store.load(USER).recent] == [5]
 
 
@@ -202,10 +280,7 @@ def test_reset_clears_conversation_but_not_dedup(store: ContextStore, client: re
 def test_pending_is_bounded_by_bytes(client: redis.Redis) -> None:
     policy = SummaryPolicy(every_n_pairs=1000, soft_bytes=100_000, max_bytes=1000, job_lease_s=900)
     store = ContextStore(client, recent_pairs=5, dedup_keep=4, policy=policy)
-    dropped = 0
-    for i in range(40):
-        store.claim(USER, f"SM{i}")
-        dropped += store.commit(USER, f"SM{i}", "a", pair(i)).dropped
+    dropped = sum(commit(store, f"SM{i}", pair(i)).dropped for i in range(40))
     items = client.lrange(user_key(PENDING_PREFIX, USER), 0, -1)
     assert sum(len(x.encode()) for x in items) <= 1000 and dropped > 0
     pending = store.pending_pairs(USER)

@@ -32,6 +32,10 @@ def summary_requests(model: StandinModel) -> list[dict]:
     return [r for r in model.requests() if SUMMARY_MARK in r["messages"][-1]["content"]]
 
 
+def services_token(redis_url: str) -> str:
+    return make_redis(redis_url).hget(f"chat_context:{{{USER}}}", "summary_job_token")
+
+
 def queue(redis_url: str) -> Queue:
     return Queue(SUMMARY_QUEUE, connection=make_redis(redis_url, decode_responses=False))
 
@@ -105,15 +109,19 @@ def test_concurrent_messages_crossing_the_threshold_enqueue_one_job(  # type: ig
     with ThreadPoolExecutor(max_workers=12) as pool:
         assert set(pool.map(post, forms)) == {200}
     q = queue(redis_url)
-    assert q.count == 1 and q.job_ids == [summary_job_id(USER)]
+    token = services_token(redis_url)
+    assert q.count == 1 and q.job_ids == [summary_job_id(USER, token)]
 
 
-def test_redelivery_does_not_enqueue_twice(send, model: StandinModel, redis_url) -> None:  # type: ignore[no-untyped-def]
+def test_redelivery_does_not_enqueue_twice(send, model: StandinModel, services, redis_url) -> None:  # type: ignore[no-untyped-def]
     chat(send, model, 9)
+    model.reset()
     form = inbound_form("Question #9 about my trip to Lisbon?")
     for _ in range(3):
         send(form["Body"], sid=form["MessageSid"])
     assert queue(redis_url).count == 1
+    assert len(model.requests()) == 1  # one model call, not three
+    assert services.store.load(USER).count_since_summary == 10
 
 
 def test_model_failure_leaves_state_and_retries(  # type: ignore[no-untyped-def]
@@ -121,6 +129,7 @@ def test_model_failure_leaves_state_and_retries(  # type: ignore[no-untyped-def]
 ) -> None:
     chat(send, model, 10)
     before = services.store.snapshot(USER)
+    job_id = summary_job_id(USER, before.token)
     model.script(*[{"status": status, "match": SUMMARY_MARK} for status in (500, 503, 500, 500)])
     with capture_logs() as logs:
         run_worker()  # retries are immediate with SUMMARY_RETRY_INTERVALS=0 (see settings)
@@ -128,7 +137,8 @@ def test_model_failure_leaves_state_and_retries(  # type: ignore[no-untyped-def]
     # nothing consumed, nothing lost
     assert (after.summary, after.pending, after.summarized_seq) == (before.summary, before.pending, before.summarized_seq)
     failed = FailedJobRegistry(SUMMARY_QUEUE, connection=make_redis(redis_url, decode_responses=False))
-    assert summary_job_id(USER) in failed.get_job_ids()
+    assert job_id in failed.get_job_ids()
+    assert "14155550100" not in job_id  # job ids (and so RQ's own logs) carry no numbers
     events = [e for e in logs if e["event"] == "summary.failed"]
     assert events and events[-1]["final"] is True
     # after the last retry the trigger is free: the next pair enqueues a fresh job
@@ -191,3 +201,30 @@ def test_topic_shift_compresses_the_old_topic(send, model: StandinModel, service
     assert context.summary == "The user planned a trip to Lisbon."
     assert [p.user for p in context.recent] == ["New topic: can you suggest a simple pasta recipe for dinner?"]
     assert "pasta" not in summary_requests(model)[0]["messages"][1]["content"]
+
+
+def test_topic_shift_takes_over_a_queued_summary(send, model: StandinModel, services, run_worker, redis_url) -> None:  # type: ignore[no-untyped-def]
+    chat(send, model, 10)  # a regular summary job is queued now
+    send("Change of subject: what is a good beginner houseplant?")
+    assert queue(redis_url).count == 2
+    model.script({"content": "The user planned a Lisbon trip.", "match": SUMMARY_MARK},
+                 {"content": "The user planned a Lisbon trip.", "match": SUMMARY_MARK})
+    run_worker()
+    context = services.store.load(USER)
+    assert context.summary == "The user planned a Lisbon trip."
+    assert [p.user for p in context.recent] == ["Change of subject: what is a good beginner houseplant?"]
+    assert len(summary_requests(model)) == 1  # the superseded job stopped before calling the model
+
+
+def test_topic_shift_right_after_a_summary_still_clears_the_window(  # type: ignore[no-untyped-def]
+    send, model: StandinModel, services, run_worker
+) -> None:
+    chat(send, model, 10)
+    model.script({"content": SUMMARY, "match": SUMMARY_MARK})
+    run_worker()
+    assert services.store.pending_pairs(USER) == [] and len(services.store.load(USER).recent) == 5
+    send("New topic: how do I repot a cactus safely?")
+    run_worker()
+    context = services.store.load(USER)
+    assert context.summary == SUMMARY
+    assert [p.user for p in context.recent] == ["New topic: how do I repot a cactus safely?"]

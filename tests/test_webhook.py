@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from xml.etree import ElementTree
 
 import pytest
@@ -141,8 +142,9 @@ def test_5000_char_body_is_answered_within_budget(send, model: StandinModel, ser
     counter = TokenCounter("gpt-4o-mini")
     assert counter.count_messages(request["messages"]) <= 800
     assert request["messages"][-1]["content"].endswith("[…]")
-    # the stored pair keeps the full message (the summary job sees all of it)
-    assert services.store.load(USER).recent[0].user == body.strip()
+    # the stored pair is cut too (1000 characters), keeping the user's Redis footprint small
+    stored = services.store.load(USER).recent[0].user
+    assert stored.startswith(body[:900]) and stored.endswith("[…]") and len(stored) <= 1000
 
 
 # -- redelivery ------------------------------------------------------------------------
@@ -338,3 +340,24 @@ def test_server_timing_header(send) -> None:  # type: ignore[no-untyped-def]
 
 def test_auth_token_is_not_echoed(send) -> None:  # type: ignore[no-untyped-def]
     assert AUTH_TOKEN.encode() not in send(QUESTION).data
+
+
+def test_retry_after_cannot_stretch_the_webhook(make_settings, redis_client, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+    """A 429 asking to wait two minutes gets the fallback now, not after Twilio gave up."""
+    app = create_app(make_settings(LLM_TIMEOUT_S=2.0, LLM_MAX_RETRIES=2))
+    model.script(*[{"status": 429, "retry_after": 120} for _ in range(3)])
+    form = inbound_form(QUESTION)
+    started = time.monotonic()
+    response = app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    assert messages(response) == [FALLBACK_REPLY]
+    assert time.monotonic() - started < 10  # the SDK alone would have slept 120 s
+    assert 1 <= len(model.requests()) <= 3
+
+
+def test_transient_model_error_is_retried(make_settings, redis_client, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
+    app = create_app(make_settings(LLM_MAX_RETRIES=1))
+    model.script({"status": 503}, {"content": ANSWER})
+    form = inbound_form(QUESTION)
+    response = app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    assert messages(response) == [ANSWER]
+    assert len(model.requests()) == 2

@@ -3,6 +3,7 @@ domain function and lets exceptions propagate so RQ records and retries them."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from functools import lru_cache
 from typing import Any
@@ -10,8 +11,9 @@ from typing import Any
 import structlog
 
 from bot.config import load_settings
+from bot.extraction import FactRules, extract_facts, unread_pairs
 from bot.logs import configure_logging, mask_phone
-from bot.metrics import SUMMARIES
+from bot.metrics import EXTRACTIONS, SUMMARIES
 from bot.services import Services, build_services
 from bot.summary import summarize_conversation
 
@@ -26,17 +28,27 @@ def services() -> Services:
     return build_services(settings)
 
 
+def fact_rules(s: Services) -> FactRules:
+    """Return the storage rules from settings."""
+    return FactRules(
+        threshold=s.settings.EXTRACTION_CONFIDENCE,
+        max_facts=s.settings.MAX_FACTS_PER_USER,
+        conflict_margin=s.settings.CONFLICT_MARGIN,
+    )
+
+
 def _bind(job_kind: str, user: str) -> None:
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(job=job_kind, job_run=uuid.uuid4().hex[:12], user=mask_phone(user))
 
 
-def summarize_user(user: str, clear_recent: bool = False, upto: int | None = None) -> dict[str, Any]:
+def summarize_user(user: str, token: str, clear_recent: bool = False, upto: int | None = None) -> dict[str, Any]:
     """Fold the user's pending pairs into their summary."""
     _bind("summary", user)
     s = services()
     result = summarize_conversation(
         user,
+        token,
         s.store,
         s.llm,
         s.counter,
@@ -50,12 +62,52 @@ def summarize_user(user: str, clear_recent: bool = False, upto: int | None = Non
     return {"applied": result.applied, "consumed": result.consumed, "reason": result.reason}
 
 
+def extract_user_facts(user: str, token: str) -> dict[str, Any]:
+    """Extract durable facts from the user's newest pairs into their memory."""
+    _bind("extraction", user)
+    s = services()
+    meta = s.facts.meta(user)
+    if meta.get("opted_out") == "1":
+        s.facts.release_extraction(user, token)
+        EXTRACTIONS.labels(result="skipped").inc()
+        log.info("extraction.skipped", reason="opted_out")
+        return {"status": "skipped_opted_out"}
+    pairs = unread_pairs(s.store, user, int(meta.get("extracted_seq", 0) or 0))
+    result = extract_facts(
+        user,
+        pairs,
+        s.facts,
+        s.llm,
+        s.prompts.extraction,
+        model=s.settings.extraction_model,
+        rules=fact_rules(s),
+        now=time.time(),
+        token=token,
+    )
+    EXTRACTIONS.labels(result=result.status).inc()
+    return {"status": result.status, "pairs": result.pairs, **result.stats.as_dict()}
+
+
+def _failed(kind: str, job: Any, exc_type: Any, exc: Any) -> tuple[str, str, bool]:
+    user = job.args[0] if job.args else ""
+    token = job.args[1] if len(job.args) > 1 else ""
+    _bind(kind, user)
+    final = not job.retries_left
+    log.error(f"{kind}.failed", error=f"{exc_type.__name__}: {exc}", final=final, retries_left=job.retries_left)
+    return user, token, final
+
+
 def summary_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
     """Log a failed attempt; after the last retry, free the trigger for the next pair."""
-    user = job.args[0] if job.args else ""
-    _bind("summary", user)
     SUMMARIES.labels(result="failed").inc()
-    final = not job.retries_left
-    log.error("summary.failed", error=f"{exc_type.__name__}: {exc}", final=final, retries_left=job.retries_left)
+    user, token, final = _failed("summary", job, exc_type, exc)
     if final and user:
-        services().store.release_summary(user)
+        services().store.release_summary(user, token)
+
+
+def extraction_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
+    """Log a failed attempt; after the last retry, free the trigger for the next pair."""
+    EXTRACTIONS.labels(result="failed").inc()
+    user, token, final = _failed("extraction", job, exc_type, exc)
+    if final and user:
+        services().facts.release_extraction(user, token)

@@ -1,0 +1,125 @@
+"""Fact extraction (design note 2): ask the extraction model for facts in the latest turns
+and merge them into the user's memory with the storage rules of bot/facts.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import structlog
+
+from bot.facts import EXTRACTION_SCHEMA, Fact, MergeStats, fact_from_extracted, merge_facts, parse_extraction
+from bot.llm import LLMClient
+from bot.prompts import Prompt
+from bot.store import ContextStore, FactStore, Pair
+
+log = structlog.get_logger(__name__)
+
+#: The newest pairs one extraction reads; older unread ones were summarized anyway.
+MAX_PAIRS_PER_RUN = 5
+EXPLICIT_PREFIXES = ("remember that", "remember:", "please remember", "remember i", "remember my")
+
+
+@dataclass(frozen=True)
+class FactRules:
+    """The thresholds the storage rules use."""
+
+    threshold: float = 0.7
+    max_facts: int = 50
+    conflict_margin: float = 0.1
+
+
+@dataclass
+class ExtractionResult:
+    """What one extraction run did."""
+
+    status: str  # stored, skipped_opted_out, nothing_new
+    pairs: int = 0
+    malformed: int = 0
+    stats: MergeStats = field(default_factory=MergeStats)
+
+
+def render_request(known: dict[str, Fact], pairs: list[Pair]) -> str:
+    """Return the extraction request: known facts, then the new exchanges."""
+    lines = ["Known facts:"]
+    lines += [f"- {f.key} = {f.value}" for f in known.values()] or ["(none)"]
+    lines += ["", "New exchange:"]
+    for pair in pairs:
+        lines.append(f"User: {pair.user}")
+        lines.append(f"Assistant: {pair.assistant}")
+    return "\n".join(lines)
+
+
+def unread_pairs(store: ContextStore, user: str, after: int) -> list[Pair]:
+    """Return stored pairs numbered above `after`, oldest first, at most MAX_PAIRS_PER_RUN."""
+    context = store.load(user)
+    by_n = {p.n: p for p in store.pending_pairs(user)}
+    by_n.update({p.n: p for p in context.recent})
+    return [by_n[n] for n in sorted(by_n) if n > after][-MAX_PAIRS_PER_RUN:]
+
+
+def extract_facts(
+    user: str,
+    pairs: list[Pair],
+    facts: FactStore,
+    llm: LLMClient,
+    prompt: Prompt,
+    *,
+    model: str,
+    rules: FactRules,
+    now: float,
+    token: str | None = None,
+    record_progress: bool = True,
+) -> ExtractionResult:
+    """Extract facts from pairs and merge them; raise LLMUnavailable for RQ to retry.
+
+    `token` is the trigger the job holds (freed when done); record_progress False is for
+    operators re-reading old history without moving the extraction cursor.
+    """
+    if not pairs:
+        if token is not None:
+            facts.release_extraction(user, token)
+        return ExtractionResult(status="nothing_new")
+    known = {**facts.load(user, "user"), **facts.load(user, "session")}
+    completion = llm.complete(
+        [{"role": "system", "content": prompt.text}, {"role": "user", "content": render_request(known, pairs)}],
+        purpose="extraction",
+        prompt_ref=prompt.ref,
+        model=model,
+        max_tokens=600,
+        response_format=EXTRACTION_SCHEMA,
+        temperature=0,
+    )
+    items, malformed = parse_extraction(completion.text)
+    if malformed or (completion.text.strip() and not items and "facts" not in completion.text):
+        log.warning("extraction.malformed", items_malformed=malformed)
+    explicit_turn = any(p.user.strip().lower().startswith(EXPLICIT_PREFIXES) for p in pairs)
+    provenance = pairs[-1].sid
+    by_scope: dict[str, list[Fact]] = {"user": [], "session": []}
+    for item in items:
+        source = "explicit" if (item.explicit and explicit_turn) else "auto"
+        by_scope[item.scope].append(fact_from_extracted(item, source=source, provenance=provenance))
+
+    total = MergeStats()
+    upto = pairs[-1].n
+    for scope in ("session", "user"):  # the user scope last: it records progress
+        incoming = by_scope[scope]
+        if not incoming and scope == "session":
+            continue
+        result = facts.merge(
+            user,
+            scope,
+            lambda existing, incoming=incoming: merge_facts(
+                existing,
+                incoming,
+                threshold=rules.threshold,
+                max_facts=rules.max_facts,
+                conflict_margin=rules.conflict_margin,
+                now=now,
+            ),
+            extracted_seq=upto if (record_progress and scope == "user") else None,
+            token=token if scope == "user" else None,
+        )
+        for name, value in result.stats.as_dict().items():
+            setattr(total, name, getattr(total, name) + value)
+    log.info("extraction.stored", pairs=len(pairs), malformed=malformed, **total.as_dict())
+    return ExtractionResult(status="stored", pairs=len(pairs), malformed=malformed, stats=total)

@@ -1,0 +1,354 @@
+"""Durable user facts (design notes 2 and 5): the fact model, key normalization, the
+storage rules (threshold, conflicts, deduplication, pruning), and parsing the model's output.
+
+Everything here is pure: it takes facts and candidates and returns what to write.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel, Field, ValidationError
+
+log = structlog.get_logger(__name__)
+
+CATEGORIES = (
+    "identity",  # name, age, pronouns, language
+    "location",  # city, country, neighbourhood, timezone
+    "preference",  # likes, dislikes, style, budget
+    "diet",  # vegetarian, halal…
+    "health",  # allergies, conditions that matter for advice
+    "work",  # occupation, employer, studies
+    "family",  # partner, children, pets
+    "contact",  # email, preferred contact time
+    "schedule",  # plans and dates
+    "other",
+)
+Category = Literal[
+    "identity", "location", "preference", "diet", "health", "work", "family", "contact", "schedule", "other"
+]
+SOURCES = ("auto", "explicit", "operator")
+#: Facts a person gave on purpose outrank what the model inferred.
+PROTECTED_SOURCES = frozenset({"explicit", "operator"})
+#: Superseded values kept per fact, newest first.
+HISTORY_KEEP = 3
+
+# Key normalization: lower-case words joined by "_", qualifiers dropped, synonyms folded,
+# so "home city", "current city" and "City" are all `city`.
+_QUALIFIERS = ("user", "users", "my", "the", "current", "home", "primary", "main", "preferred", "usual")
+_SYNONYMS = {
+    "city_of_residence": "city", "residence": "city", "lives_in": "city", "location": "city",
+    "town": "city", "place_of_residence": "city", "residence_city": "city",
+    "first_name": "name", "full_name": "name", "given_name": "name",
+    "dietary_preference": "diet", "dietary_restriction": "diet", "dietary_preferences": "diet",
+    "allergy": "allergies", "food_allergy": "allergies", "food_allergies": "allergies", "allergic_to": "allergies",
+    "job": "occupation", "profession": "occupation", "job_title": "occupation", "role": "occupation",
+    "employer": "employer", "company": "employer", "workplace": "employer",
+    "spouse": "partner", "wife": "partner", "husband": "partner", "boyfriend": "partner", "girlfriend": "partner",
+    "date_of_birth": "birthday", "dob": "birthday", "birth_date": "birthday",
+    "email_address": "email", "mail": "email",
+    "native_language": "language", "spoken_language": "language",
+    "number_of_children": "children", "kids": "children",
+    "pet": "pets", "dog": "pets", "cat": "pets",
+}
+
+
+def normalize_key(raw: str) -> str:
+    """Return the canonical fact key: snake_case, qualifiers dropped, synonyms folded."""
+    key = re.sub(r"[^a-z0-9]+", "_", raw.lower()).strip("_")
+    changed = True
+    while changed and key:
+        changed = False
+        for qualifier in _QUALIFIERS:
+            if key.startswith(qualifier + "_"):
+                key = key[len(qualifier) + 1 :]
+                changed = True
+    key = _SYNONYMS.get(key, key)
+    return key[:60] or "fact"
+
+
+def normalize_value(value: str) -> str:
+    """Return a value's comparison form: case-folded, spaces collapsed, end punctuation dropped."""
+    return re.sub(r"\s+", " ", value.casefold()).strip().rstrip(".!,;")
+
+
+@dataclass
+class Fact:
+    """One stored fact; the JSON of this object is the hash field's value."""
+
+    key: str
+    value: str
+    category: str = "other"
+    confidence: float = 0.0
+    importance: float = 0.5
+    source: str = "auto"
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    provenance: str = ""  # MessageSid of the turn it came from, or who set it
+    previous: list[dict[str, Any]] = field(default_factory=list)
+    conflict: dict[str, Any] | None = None
+
+    def to_json(self) -> str:
+        """Serialize for Redis (the key is the hash field, not repeated)."""
+        data = asdict(self)
+        data.pop("key")
+        if not data["previous"]:
+            data.pop("previous")
+        if data["conflict"] is None:
+            data.pop("conflict")
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, key: str, raw: str) -> "Fact | None":
+        """Parse a stored fact; None for a corrupt entry (it is ignored, not fatal)."""
+        try:
+            data = json.loads(raw)
+            return cls(
+                key=key,
+                value=str(data["value"]),
+                category=str(data.get("category", "other")),
+                confidence=float(data.get("confidence", 0)),
+                importance=float(data.get("importance", 0.5)),
+                source=str(data.get("source", "auto")),
+                created_at=float(data.get("created_at", 0)),
+                updated_at=float(data.get("updated_at", 0)),
+                provenance=str(data.get("provenance", "")),
+                previous=list(data.get("previous", []))[:HISTORY_KEEP],
+                conflict=data.get("conflict"),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def to_public(self) -> dict[str, Any]:
+        """Return the fact as the API and CLI show it."""
+        return asdict(self)
+
+
+# -- model output ---------------------------------------------------------------------
+class ExtractedFact(BaseModel):
+    """One fact as the extraction model returns it."""
+
+    key: str = Field(min_length=1, max_length=80)
+    value: str = Field(min_length=1, max_length=300)
+    category: Category = "other"
+    confidence: float = Field(ge=0, le=1)
+    importance: float = Field(ge=0, le=1)
+    scope: Literal["user", "session"] = "user"
+    explicit: bool = False
+
+
+class Extraction(BaseModel):
+    """The extraction model's whole answer."""
+
+    facts: list[ExtractedFact] = []
+
+
+#: Structured Outputs schema (strict: every property required, nothing else allowed).
+EXTRACTION_SCHEMA: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "user_facts",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["facts"],
+            "properties": {
+                "facts": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["key", "value", "category", "confidence", "importance", "scope", "explicit"],
+                        "properties": {
+                            "key": {"type": "string"},
+                            "value": {"type": "string"},
+                            "category": {"type": "string", "enum": list(CATEGORIES)},
+                            "confidence": {"type": "number"},
+                            "importance": {"type": "number"},
+                            "scope": {"type": "string", "enum": ["user", "session"]},
+                            "explicit": {"type": "boolean"},
+                        },
+                    },
+                }
+            },
+        },
+    },
+}
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def parse_extraction(text: str) -> tuple[list[ExtractedFact], int]:
+    """Parse the model's answer; return the valid facts and how many items were malformed.
+
+    Strict JSON first; then, as the design note describes, a lenient pass: code fences
+    stripped, the outermost {...} or [...] taken, each item validated on its own.
+    Bad output never raises.
+    """
+    candidates: list[Any] = []
+    for attempt in (text, *(m.group(1) for m in _FENCE.finditer(text)), _outermost(text)):
+        if not attempt:
+            continue
+        try:
+            data = json.loads(attempt)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            items = data.get("facts", [])
+        elif isinstance(data, list):
+            items = data
+        else:
+            continue
+        candidates = items if isinstance(items, list) else []
+        break
+    facts: list[ExtractedFact] = []
+    bad = 0
+    for item in candidates:
+        try:
+            facts.append(ExtractedFact.model_validate(item))
+        except ValidationError:
+            bad += 1
+    return facts, bad
+
+
+def _outermost(text: str) -> str | None:
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return None
+    start = min(starts)
+    end = max(text.rfind("}"), text.rfind("]"))
+    return text[start : end + 1] if end > start else None
+
+
+# -- storage rules --------------------------------------------------------------------
+@dataclass
+class MergeStats:
+    """What one merge did, added to the user's running stats."""
+
+    extracted: int = 0
+    stored: int = 0
+    rejected_low_confidence: int = 0
+    conflicts: int = 0
+    duplicates: int = 0
+    pruned: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """Return the counters by name."""
+        return asdict(self)
+
+
+@dataclass
+class MergeResult:
+    """Facts to write and delete, and the stats of the merge."""
+
+    upserts: dict[str, Fact]
+    deletes: list[str]
+    stats: MergeStats
+
+
+def merge_facts(
+    existing: dict[str, Fact],
+    incoming: list[Fact],
+    *,
+    threshold: float,
+    max_facts: int,
+    conflict_margin: float,
+    now: float,
+) -> MergeResult:
+    """Apply the storage rules to incoming facts against the existing ones.
+
+    - below `threshold` confidence: not stored;
+    - same key, same value: a duplicate; confidence and importance only ever rise;
+    - the same value already stored under another key of the same category: a duplicate;
+    - same key, new value: replaces the old when its confidence is at least the old one's
+      (newer wins ties), except that an automatic fact never replaces an explicit or
+      operator one; the replaced value goes to `previous`. A losing value within
+      `conflict_margin` of the winner is kept on the fact as a flagged `conflict`;
+    - over `max_facts`, the least important automatic facts are pruned first.
+    """
+    stats = MergeStats(extracted=len(incoming))
+    facts = dict(existing)
+    touched: dict[str, Fact] = {}
+    for new in incoming:
+        if new.confidence < threshold:
+            stats.rejected_low_confidence += 1
+            continue
+        old = facts.get(new.key)
+        if old is None:
+            same_elsewhere = any(
+                f.category == new.category and normalize_value(f.value) == normalize_value(new.value)
+                for f in facts.values()
+            )
+            if same_elsewhere:
+                stats.duplicates += 1
+                continue
+            new.created_at = new.updated_at = now
+            facts[new.key] = touched[new.key] = new
+            stats.stored += 1
+            continue
+        if normalize_value(old.value) == normalize_value(new.value):
+            # Said again: a duplicate, never a second entry. It confirms the stored value,
+            # so a pending conflict is settled in its favour.
+            stats.duplicates += 1
+            old.confidence = max(old.confidence, new.confidence)
+            old.importance = max(old.importance, new.importance)
+            if new.source in PROTECTED_SOURCES and old.source == "auto":
+                old.source = new.source
+            old.conflict = None
+            old.updated_at = now
+            touched[old.key] = old
+            continue
+        # A different value for a key we have.
+        protected = old.source in PROTECTED_SOURCES and new.source == "auto"
+        if not protected and new.confidence >= old.confidence:
+            history = [{"value": old.value, "confidence": old.confidence, "source": old.source, "until": now}]
+            new.previous = (history + old.previous)[:HISTORY_KEEP]
+            new.created_at = old.created_at or now
+            new.updated_at = now
+            new.conflict = None  # an update (newer wins ties), not a conflict
+            facts[new.key] = touched[new.key] = new
+            stats.stored += 1
+            continue
+        stats.conflicts += 1
+        if protected or old.confidence - new.confidence <= conflict_margin:
+            old.conflict = {"value": new.value, "confidence": new.confidence, "source": new.source, "at": now}
+            old.updated_at = now
+            touched[old.key] = old
+    deletes = _prune(facts, max_facts)
+    stats.pruned = len(deletes)
+    for key in deletes:
+        touched.pop(key, None)
+    return MergeResult(upserts=touched, deletes=deletes, stats=stats)
+
+
+def _prune(facts: dict[str, Fact], max_facts: int) -> list[str]:
+    """Return the keys to drop so at most max_facts remain: automatic, least important first."""
+    excess = len(facts) - max_facts
+    if excess <= 0:
+        return []
+    order = sorted(
+        facts.values(),
+        key=lambda f: (f.source in PROTECTED_SOURCES, f.importance, f.confidence, f.updated_at),
+    )
+    dropped = [f.key for f in order[:excess]]
+    for key in dropped:
+        facts.pop(key)
+    return dropped
+
+
+def fact_from_extracted(item: ExtractedFact, *, source: str, provenance: str) -> Fact:
+    """Turn a model-extracted fact into a Fact with a normalized key."""
+    return Fact(
+        key=normalize_key(item.key),
+        value=item.value.strip(),
+        category=item.category,
+        confidence=round(item.confidence, 3),
+        importance=round(item.importance, 3),
+        source=source,
+        provenance=provenance,
+    )
