@@ -8,6 +8,7 @@ from twilio.request_validator import RequestValidator
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from bot.config import Settings, load_settings
+from bot.exceptions import ConfigError
 from bot.logs import configure_logging
 from bot.services import Services, build_services
 
@@ -17,6 +18,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     settings = settings or load_settings()
     configure_logging(settings.LOG_LEVEL, settings.log_json)
     services = services or build_services(settings)
+    if settings.ORG_FACTS_FILE is not None:
+        load_org_facts(services, settings.ORG_FACTS_FILE)
 
     app = Flask(__name__)
     app.config["BOT_SETTINGS"] = settings
@@ -42,6 +45,21 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         strategy=settings.CONTEXT_STRATEGY,
     )
     return app
+
+
+def load_org_facts(services: Services, path: object) -> None:
+    """Load ORG_FACTS_FILE at startup; a bad file stops the process, naming the setting."""
+    from pathlib import Path
+
+    from bot.exceptions import StoreUnavailable
+    from bot.operations import OperationError, load_org_file
+
+    try:
+        load_org_file(services.facts, Path(str(path)))
+    except (OSError, ValueError, OperationError) as err:
+        raise ConfigError(f"ORG_FACTS_FILE: cannot load {path}: {err}") from err
+    except StoreUnavailable as err:  # start anyway; /readyz reports Redis
+        structlog.get_logger(__name__).error("org_facts.not_loaded", error=str(err))
 
 
 __all__ = ["create_app", "Settings", "load_settings"]

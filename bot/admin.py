@@ -9,8 +9,11 @@ import structlog
 from flask import Blueprint, abort, current_app, jsonify, request
 from flask.typing import ResponseReturnValue
 
-from bot.conversation import reset_conversation
+from bot import operations
+from bot.conversation import erase_user, reset_conversation
 from bot.exceptions import StoreUnavailable
+from bot.logs import mask_phone
+from bot.operations import OperationError
 
 log = structlog.get_logger(__name__)
 
@@ -47,3 +50,139 @@ def reset_user(e164: str) -> ResponseReturnValue:
     except StoreUnavailable:
         return jsonify(error="redis unavailable"), 503
     return jsonify(user=user, reset=True, existed=existed)
+
+
+def _services():  # type: ignore[no-untyped-def]
+    return current_app.extensions["bot.services"]
+
+
+def _json_body() -> dict:  # type: ignore[type-arg]
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        abort(400, description="expected a JSON object body")
+    return data
+
+
+@bp.errorhandler(OperationError)
+def operation_error(err: OperationError) -> ResponseReturnValue:
+    """Turn a bad operator request into a 400 with the reason."""
+    return jsonify(error=str(err)), 400
+
+
+@bp.errorhandler(StoreUnavailable)
+def store_unavailable(_err: StoreUnavailable) -> ResponseReturnValue:
+    """Redis is down: say so, don't crash."""
+    return jsonify(error="redis unavailable"), 503
+
+
+@bp.errorhandler(400)
+def bad_request(err) -> ResponseReturnValue:  # type: ignore[no-untyped-def]
+    """Answer 400s as JSON."""
+    return jsonify(error=getattr(err, "description", "bad request")), 400
+
+
+@bp.get("/users/<e164>/facts")
+def list_facts(e164: str) -> ResponseReturnValue:
+    """Return the user's facts (user and session scope), settings and counters."""
+    return jsonify(operations.memory_report(_services(), _user(e164)))
+
+
+@bp.put("/users/<e164>/facts/<key>")
+def put_fact(e164: str, key: str) -> ResponseReturnValue:
+    """Create or replace a fact as an operator: {"value": …, "category"?, "importance"?, "scope"?}."""
+    body = _json_body()
+    fact = operations.set_fact(
+        _services(),
+        _user(e164),
+        key,
+        str(body.get("value", "")),
+        category=str(body.get("category", "other")),
+        importance=float(body.get("importance", 0.8)),
+        scope=str(body.get("scope", "user")),
+        actor="admin_api",
+    )
+    return jsonify(fact.to_public())
+
+
+@bp.delete("/users/<e164>/facts/<key>")
+def remove_fact(e164: str, key: str) -> ResponseReturnValue:
+    """Delete one fact (?scope=session for a session fact)."""
+    scope = request.args.get("scope", "user")
+    if scope not in operations.SCOPES:
+        abort(400, description="scope must be user or session")
+    existed = operations.delete_fact(_services(), _user(e164), key, scope, actor="admin_api")
+    return jsonify(deleted=existed), 200 if existed else 404
+
+
+@bp.get("/users/<e164>/memory/context")
+def memory_context(e164: str) -> ResponseReturnValue:
+    """Return the PERSISTENT MEMORY block that would be injected for ?request=…"""
+    selection = operations.preview_selection(_services(), _user(e164), request.args.get("request", ""))
+    return jsonify(operations.selection_report(selection))
+
+
+@bp.get("/users/<e164>/memory/conflicts")
+def memory_conflicts(e164: str) -> ResponseReturnValue:
+    """Return the facts that hold a rival value."""
+    return jsonify(conflicts=operations.conflicts(_services(), _user(e164)))
+
+
+@bp.post("/users/<e164>/memory/select")
+def memory_select(e164: str) -> ResponseReturnValue:
+    """Select facts for {"request": …, "max_tokens"?: n} and explain each choice."""
+    body = _json_body()
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or not 50 <= max_tokens <= 2000):
+        abort(400, description="max_tokens must be a whole number from 50 to 2000")
+    selection = operations.preview_selection(_services(), _user(e164), str(body.get("request", "")), max_tokens)
+    return jsonify(operations.selection_report(selection))
+
+
+@bp.put("/users/<e164>/memory/settings")
+def memory_settings(e164: str) -> ResponseReturnValue:
+    """Turn extraction off or on: {"opted_out": true|false}."""
+    body = _json_body()
+    if not isinstance(body.get("opted_out"), bool):
+        abort(400, description="opted_out must be true or false")
+    user = _user(e164)
+    operations.set_opt_out(_services(), user, body["opted_out"], actor="admin_api")
+    return jsonify(user=user, opted_out=body["opted_out"])
+
+
+@bp.get("/users/<e164>/export")
+def export(e164: str) -> ResponseReturnValue:
+    """Return all of the user's data as JSON."""
+    user = _user(e164)
+    log.info("audit.export", actor="admin_api", target=mask_phone(user))
+    return jsonify(operations.export_user(_services(), user))
+
+
+@bp.post("/users/<e164>/erase")
+def erase(e164: str) -> ResponseReturnValue:
+    """Delete every key of the user, facts included."""
+    user = _user(e164)
+    deleted = erase_user(_services().facts, user, "admin_api", via="admin_api")
+    return jsonify(user=user, erased=True, keys_deleted=deleted)
+
+
+@bp.get("/org/facts")
+def org_facts() -> ResponseReturnValue:
+    """Return the org-scope facts."""
+    return jsonify(facts=[f.to_public() for f in _services().facts.org_facts(fresh=True).values()])
+
+
+@bp.put("/org/facts")
+def put_org_facts() -> ResponseReturnValue:
+    """Add or replace org facts: {"key": "value" | {"value", "category", "importance"}}."""
+    parsed = operations.parse_org_facts(_json_body())
+    _services().facts.set_org_facts(parsed)
+    log.info("audit.org_facts_set", actor="admin_api", keys=sorted(parsed))
+    return jsonify(stored=sorted(parsed))
+
+
+@bp.delete("/org/facts/<key>")
+def delete_org_fact(key: str) -> ResponseReturnValue:
+    """Delete one org fact."""
+    existed = _services().facts.delete_org_fact(key)
+    log.info("audit.org_fact_deleted", actor="admin_api", key=key, existed=existed)
+    return jsonify(deleted=existed), 200 if existed else 404

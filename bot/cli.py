@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import sys
+import time
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -18,7 +19,10 @@ from bot.config import load_settings
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.logs import configure_logging
 from bot.services import Services, build_services
-from bot.conversation import reset_conversation
+from bot import operations
+from bot.conversation import erase_user, reset_conversation
+from bot.extraction import MAX_PAIRS_PER_RUN, FactRules, extract_facts
+from bot.operations import OperationError
 from bot.queueing import summary_job_id
 from bot.store import CONTEXT_PREFIX, key_report
 
@@ -60,6 +64,7 @@ def user_report(services: Services, user: str) -> dict[str, Any]:
             "triggered_at": _iso(context.summary_job_at),
             "failed_job_ids": services.jobs.failed_summaries(user),
         },
+        "facts": operations.memory_report(services, user),
         "keys": key_report(services.redis, store.user_keys(user)),
     }
 
@@ -83,6 +88,14 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
     print(f"summary job: {job['status'] or 'none'}" + (f" (triggered {job['triggered_at']})" if job["triggered_at"] else ""))
     if job["failed_job_ids"]:
         print(f"failed summary jobs (RQ failed registry): {', '.join(job['failed_job_ids'])}")
+    memory = report["facts"]
+    print(f"facts ({len(memory['user'])} user, {len(memory['session'])} session)"
+          + (", extraction OFF (user opted out)" if memory["opted_out"] else "") + ":")
+    for scope in ("user", "session"):
+        for fact in memory[scope]:
+            print(f"  [{scope}] {fact['key']} = {fact['value']}  ({fact['category']}, "
+                  f"confidence {fact['confidence']:.2f}, {fact['source']})")
+    print(f"extraction stats: {memory['stats']}")
     print("keys:")
     for key in report["keys"]:
         print(f"  {key['key']}  {key['type']}  {key['bytes']} bytes  ttl {key['ttl_s']}s")
@@ -163,6 +176,95 @@ def cmd_users(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_facts(services: Services, args: argparse.Namespace) -> int:
+    """List, set or delete one user's facts."""
+    if args.action == "set":
+        if not args.key or args.value is None:
+            print("usage: facts +E164 set KEY VALUE [--category C] [--importance X] [--scope S]", file=sys.stderr)
+            return 2
+        fact = operations.set_fact(
+            services, args.user, args.key, args.value,
+            category=args.category, importance=args.importance, scope=args.scope, actor="cli",
+        )
+        print(f"set [{args.scope}] {fact.key} = {fact.value}")
+        return 0
+    if args.action == "delete":
+        if not args.key:
+            print("usage: facts +E164 delete KEY [--scope S]", file=sys.stderr)
+            return 2
+        existed = operations.delete_fact(services, args.user, args.key, args.scope, actor="cli")
+        print(("deleted " if existed else "no such fact: ") + args.key)
+        return 0 if existed else 1
+    report = operations.memory_report(services, args.user)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    for scope in ("user", "session"):
+        for fact in report[scope]:
+            flag = f"  CONFLICT: {fact['conflict']['value']!r}" if fact.get("conflict") else ""
+            print(f"[{scope}] {fact['key']} = {fact['value']}  ({fact['category']}, confidence "
+                  f"{fact['confidence']:.2f}, importance {fact['importance']:.2f}, {fact['source']}){flag}")
+    print(f"{len(report['user'])} user fact(s), {len(report['session'])} session fact(s); "
+          f"stats {report['stats']}" + ("; opted out" if report["opted_out"] else ""), file=sys.stderr)
+    return 0
+
+
+def cmd_extract(services: Services, args: argparse.Namespace) -> int:
+    """Run fact extraction now over the user's stored history, five pairs at a time."""
+    if services.facts.meta(args.user).get("opted_out") == "1" and not args.force:
+        print("the user opted out of memory; --force to extract anyway", file=sys.stderr)
+        return 1
+    context = services.store.load(args.user)
+    by_n = {p.n: p for p in services.store.pending_pairs(args.user)}
+    by_n.update({p.n: p for p in context.recent})
+    pairs = [by_n[n] for n in sorted(by_n)]
+    rules = FactRules(
+        threshold=services.settings.EXTRACTION_CONFIDENCE,
+        max_facts=services.settings.MAX_FACTS_PER_USER,
+        conflict_margin=services.settings.CONFLICT_MARGIN,
+    )
+    totals: dict[str, int] = {}
+    for start in range(0, len(pairs), MAX_PAIRS_PER_RUN):
+        result = extract_facts(
+            args.user, pairs[start : start + MAX_PAIRS_PER_RUN], services.facts, services.llm,
+            services.prompts.extraction, model=services.settings.extraction_model, rules=rules,
+            now=time.time(), record_progress=False,
+        )
+        for name, value in result.stats.as_dict().items():
+            totals[name] = totals.get(name, 0) + value
+    print(f"extracted over {len(pairs)} stored pair(s): {totals or 'nothing to read'}")
+    return 0
+
+
+def cmd_erase(services: Services, args: argparse.Namespace) -> int:
+    """Delete every key of one user, facts included."""
+    if not args.yes:
+        print(f"this erases everything stored about {args.user}; add --yes to confirm", file=sys.stderr)
+        return 1
+    deleted = erase_user(services.facts, args.user, "cli", via="cli")
+    print(f"erased {args.user}: {deleted} key(s) deleted")
+    return 0
+
+
+def cmd_eval(services: Services, args: argparse.Namespace) -> int:
+    """Run the labelled extraction set against the configured (or given) model."""
+    from bot.evaluation import load_cases, print_report, run_evaluation
+
+    report = run_evaluation(
+        services,
+        load_cases(args.data),
+        base_url=args.base_url,
+        model=args.model,
+        api_key=args.api_key,
+        limit=args.limit,
+    )
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every command."""
     parser = argparse.ArgumentParser(prog="python -m bot", description="WhatsApp GPT bot tools")
@@ -180,6 +282,36 @@ def build_parser() -> argparse.ArgumentParser:
     users = sub.add_parser("users", help="list known users (SCAN, never KEYS)")
     users.add_argument("--json", action="store_true", help="print JSON")
     users.set_defaults(func=cmd_users)
+
+    facts = sub.add_parser("facts", help="list, set or delete one user's facts")
+    facts.add_argument("user", type=_e164, help="the user's number, +E164")
+    facts.add_argument("action", nargs="?", choices=["list", "set", "delete"], default="list")
+    facts.add_argument("key", nargs="?")
+    facts.add_argument("value", nargs="?")
+    facts.add_argument("--category", default="other")
+    facts.add_argument("--importance", type=float, default=0.8)
+    facts.add_argument("--scope", choices=["user", "session"], default="user")
+    facts.add_argument("--json", action="store_true", help="print JSON (list)")
+    facts.set_defaults(func=cmd_facts)
+
+    extract = sub.add_parser("extract", help="extract facts now from the user's stored history")
+    extract.add_argument("user", type=_e164, help="the user's number, +E164")
+    extract.add_argument("--force", action="store_true", help="even if the user opted out")
+    extract.set_defaults(func=cmd_extract)
+
+    erase = sub.add_parser("erase", help="delete every key of one user, facts included")
+    erase.add_argument("user", type=_e164, help="the user's number, +E164")
+    erase.add_argument("--yes", action="store_true", help="confirm")
+    erase.set_defaults(func=cmd_erase)
+
+    evaluate = sub.add_parser("eval", help="measure fact extraction on the labelled set")
+    evaluate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
+    evaluate.add_argument("--model", help="model (default: EXTRACTION_MODEL or OPENAI_MODEL)")
+    evaluate.add_argument("--api-key", help="API key (default: OPENAI_API_KEY)")
+    evaluate.add_argument("--data", help="a JSON file of cases (default: the bundled set)")
+    evaluate.add_argument("--limit", type=int, help="run only the first N conversations")
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate.set_defaults(func=cmd_eval)
 
     chat = sub.add_parser("chat", help="chat with the bot in the terminal")
     chat.add_argument("--user", type=_e164, default="+15005550006", help="your number, +E164")
@@ -203,3 +335,6 @@ def main(argv: list[str] | None = None) -> int:
     except (StoreUnavailable, redis.RedisError) as err:
         print(f"Redis is unreachable at the configured REDIS_URL: {err}", file=sys.stderr)
         return 3
+    except OperationError as err:
+        print(err, file=sys.stderr)
+        return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -74,6 +75,13 @@ def main() -> int:
     if not env.get("TWILIO_AUTH_TOKEN"):
         dev_env["TWILIO_AUTH_TOKEN"] = "dev-" + secrets.token_hex(8)
         say("TWILIO_AUTH_TOKEN is not set: using a development token; Twilio's requests will get 403.")
+
+    if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+        # /metrics must add up both gunicorn workers and the RQ worker's job processes.
+        metrics_dir = RUN_DIR / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
 
     env.update(dev_env)
     env.setdefault("PORT", "5000")

@@ -265,10 +265,12 @@ def merge_facts(
     - below `threshold` confidence: not stored;
     - same key, same value: a duplicate; confidence and importance only ever rise;
     - the same value already stored under another key of the same category: a duplicate;
-    - same key, new value: replaces the old when its confidence is at least the old one's
-      (newer wins ties), except that an automatic fact never replaces an explicit or
-      operator one; the replaced value goes to `previous`. A losing value within
-      `conflict_margin` of the winner is kept on the fact as a flagged `conflict`;
+    - same key, new value: an explicit or operator fact replaces an automatic one and is
+      never replaced by one; between automatic facts the new value wins when its confidence
+      is at least the old one's (newer wins ties); a person restating (explicit/operator)
+      replaces their earlier word. The replaced value goes to `previous`. A losing value
+      within `conflict_margin` of the winner (or losing only by rank) is kept on the fact
+      as a flagged `conflict`;
     - over `max_facts`, the least important automatic facts are pruned first.
     """
     stats = MergeStats(extracted=len(incoming))
@@ -303,9 +305,13 @@ def merge_facts(
             old.updated_at = now
             touched[old.key] = old
             continue
-        # A different value for a key we have.
-        protected = old.source in PROTECTED_SOURCES and new.source == "auto"
-        if not protected and new.confidence >= old.confidence:
+        # A different value for a key we have. What a person said outranks what the model
+        # inferred; among inferences the more confident wins, the newer on a tie; a person
+        # restating a fact (explicit or operator again) is always the newer word.
+        old_rank, new_rank = _rank(old.source), _rank(new.source)
+        protected = old_rank > new_rank
+        wins = new_rank > old_rank or (new_rank == old_rank and (new_rank > 0 or new.confidence >= old.confidence))
+        if wins:
             history = [{"value": old.value, "confidence": old.confidence, "source": old.source, "until": now}]
             new.previous = (history + old.previous)[:HISTORY_KEEP]
             new.created_at = old.created_at or now
@@ -324,6 +330,10 @@ def merge_facts(
     for key in deletes:
         touched.pop(key, None)
     return MergeResult(upserts=touched, deletes=deletes, stats=stats)
+
+
+def _rank(source: str) -> int:
+    return 1 if source in PROTECTED_SOURCES else 0
 
 
 def _prune(facts: dict[str, Fact], max_facts: int) -> list[str]:

@@ -63,6 +63,11 @@ class Step:
         )
 
 
+def _wants_json(body: dict[str, Any]) -> bool:
+    response_format = body.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") in ("json_schema", "json_object")
+
+
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
@@ -146,6 +151,14 @@ class StandinModel:
             text = text[: max(self.reply_chars, len(head))].rsplit(" ", 1)[0]
         return text.rstrip()
 
+    @staticmethod
+    def canned_json(body: dict[str, Any]) -> str:
+        """Return the emptiest valid answer for a Structured Outputs request: [] for lists."""
+        schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+        properties = schema.get("properties", {})
+        empty = {name: [] for name, spec in properties.items() if spec.get("type") == "array"}
+        return json.dumps(empty)
+
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:
         """Return status, JSON body and delay for one chat completion request."""
         messages = body.get("messages") or []
@@ -162,7 +175,9 @@ class StandinModel:
             if step.retry_after is not None:
                 error["retry_after"] = step.retry_after
             return step.status, error, delay
-        content = step.content if step.content is not None else self.canned_reply(last_user)
+        content = step.content
+        if content is None:
+            content = self.canned_json(body) if _wants_json(body) else self.canned_reply(last_user)
         prompt_tokens = sum(
             3 + self._counter.count(m.get("content") if isinstance(m.get("content"), str) else "")
             for m in messages

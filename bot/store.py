@@ -843,10 +843,10 @@ class FactStore:
             raise StoreUnavailable(str(err)) from err
 
     # -- org scope ---------------------------------------------------------------------
-    def org_facts(self, now: float | None = None) -> dict[str, Any]:
-        """Return the org's facts, re-read at most every ORG_CACHE_S seconds."""
-        now = time.monotonic() if now is None else now
-        if self._org is not None and now - self._org[0] < ORG_CACHE_S:
+    def org_facts(self, fresh: bool = False) -> dict[str, Any]:
+        """Return the org's facts, re-read at most every ORG_CACHE_S seconds unless fresh."""
+        now = time.monotonic()
+        if not fresh and self._org is not None and now - self._org[0] < ORG_CACHE_S:
             return self._org[1]
         try:
             facts = self.decode(self.redis.hgetall(ORG_FACTS_KEY))

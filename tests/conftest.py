@@ -95,6 +95,8 @@ def make_settings(redis_url: str, standin_server: StandinModel) -> Callable[...,
             "DEDUP_WAIT_S": 3.0,
             # Retries run at once in tests; production waits 10, 30, 60 s (scheduler).
             "SUMMARY_RETRY_INTERVALS": "0,0,0",
+            # Fact extraction has its own tests; elsewhere it would consume scripted answers.
+            "EXTRACTION_INTERVAL": 0,
             "LOG_LEVEL": "DEBUG",
         }
         values.update(overrides)
@@ -182,14 +184,14 @@ def run_worker(worker_env: Settings, redis_url: str):  # type: ignore[no-untyped
     """Run queued jobs to completion with RQ's SimpleWorker on the real Redis."""
     from rq import Queue, SimpleWorker
 
-    from bot.queueing import SUMMARY_QUEUE
+    from bot.queueing import FACTS_QUEUE, SUMMARY_QUEUE
     from bot.services import make_redis
 
     connection = make_redis(redis_url, decode_responses=False)
 
-    def work() -> bool:
-        queue = Queue(SUMMARY_QUEUE, connection=connection)
-        return SimpleWorker([queue], connection=connection).work(burst=True, with_scheduler=False)
+    def work(*names: str) -> bool:
+        queues = [Queue(name, connection=connection) for name in (names or (SUMMARY_QUEUE, FACTS_QUEUE))]
+        return SimpleWorker(queues, connection=connection).work(burst=True, with_scheduler=False)
 
     yield work
     connection.close()

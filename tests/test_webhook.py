@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from xml.etree import ElementTree
 
@@ -361,3 +362,23 @@ def test_transient_model_error_is_retried(make_settings, redis_client, model: St
     response = app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
     assert messages(response) == [ANSWER]
     assert len(model.requests()) == 2
+
+
+def test_real_log_pipeline_masks_numbers_everywhere(make_settings, redis_client, model: StandinModel, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Through the configured processors (not capture_logs): JSON lines, numbers masked,
+    bodies absent at INFO, including the summary and extraction enqueue events."""
+    from bot import logs
+
+    logs._configured = None  # force a fresh configuration with JSON output
+    app = create_app(make_settings(LOG_LEVEL="INFO", LOG_JSON=True, EXTRACTION_INTERVAL=1))
+    client = app.test_client()
+    capsys.readouterr()
+    for i in range(10):
+        form = inbound_form(f"Secret body number {i}: my plan for the Lisbon trip in May.")
+        client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    err = capsys.readouterr().err
+    logs._configured = None
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    events = {e["event"] for e in lines}
+    assert {"webhook.received", "summary.enqueued", "extraction.enqueued"} <= events
+    assert "14155550100" not in err and "Secret body" not in err
