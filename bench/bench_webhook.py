@@ -116,7 +116,7 @@ class Stack:
         self.worker_log = Path(tempfile.mkstemp(prefix="bench-worker-", suffix=".log")[1])
         log = self.worker_log.open("wb")
         cmd = ["rq", "worker", "--worker-class", "workers.worker.BotWorker", "--url", self.env["REDIS_URL"], "--with-scheduler",
-               "--logging_level", "WARNING", "summaries"]
+               "--logging_level", "WARNING", "summaries", "facts"]
         self.procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log, stderr=log))
         r = redis.Redis.from_url(self.env["REDIS_URL"])
         deadline = time.time() + 30
@@ -252,13 +252,15 @@ def user_bytes(r: redis.Redis, user: str) -> int:
     return total
 
 
-def wait_for_queue(r: redis.Redis, timeout: float = 120) -> None:
-    """Wait until the summary queue is empty and no job is running."""
+def wait_for_queue(r: redis.Redis, timeout: float = 180) -> None:
+    """Wait until the summary and facts queues are empty and no job is running."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if r.llen("rq:queue:summaries") == 0 and r.zcard("rq:wip:summaries") == 0:
-            if r.zcard("rq:started:summaries") == 0:
-                return
+        idle = all(
+            r.llen(f"rq:queue:{q}") == 0 and r.zcard(f"rq:started:{q}") == 0 for q in ("summaries", "facts")
+        )
+        if idle:
+            return
         time.sleep(0.2)
 
 
@@ -343,13 +345,19 @@ def model_usage(model_url: str) -> list[dict[str, Any]]:
 def token_figures(usage: list[dict[str, Any]], messages: int) -> dict[str, Any]:
     """Prompt tokens by turn for replies, and all model tokens per message."""
     by_turn: dict[int, list[int]] = defaultdict(list)
-    total = 0
+    by_purpose: dict[str, int] = defaultdict(int)
     summary_calls = 0
+    extraction_calls = 0
     for u in usage:
-        total += u["prompt_tokens"] + u["completion_tokens"]
         text = u["last_user"]
-        if text.startswith("Current summary:"):
+        purpose = "summary" if text.startswith("Current summary:") else (
+            "extraction" if text.startswith("Known facts:") else "reply")
+        by_purpose[purpose] += u["prompt_tokens"] + u["completion_tokens"]
+        if purpose == "summary":
             summary_calls += 1
+            continue
+        if purpose == "extraction":
+            extraction_calls += 1
             continue
         if " turn " in text:
             turn = int(text.split(" turn ", 1)[1].split(":", 1)[0])
@@ -358,8 +366,11 @@ def token_figures(usage: list[dict[str, Any]], messages: int) -> dict[str, Any]:
     return {
         "prompt_tokens_by_turn": {t: statistics.mean(v) for t, v in sorted(by_turn.items())},
         "prompt_tokens_max": max(replies) if replies else 0,
-        "model_tokens_per_msg": total / messages if messages else 0,
+        "model_tokens_per_msg": sum(by_purpose.values()) / messages if messages else 0,
+        "reply_summary_tokens_per_msg": (by_purpose["reply"] + by_purpose["summary"]) / messages if messages else 0,
+        "extraction_tokens_per_msg": by_purpose["extraction"] / messages if messages else 0,
         "summary_calls": summary_calls,
+        "extraction_calls": extraction_calls,
     }
 
 
@@ -383,7 +394,11 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         rows.append((f"prompt tokens, turn {t}", compact["prompt_tokens_by_turn"].get(t),
                      baseline and baseline["prompt_tokens_by_turn"].get(t)))
     rows.append(("prompt tokens, max over all replies", compact["prompt_tokens_max"], baseline and baseline["prompt_tokens_max"]))
-    rows.append(("model tokens per message (amortised)", compact["model_tokens_per_msg"], baseline and baseline["model_tokens_per_msg"]))
+    rows.append(("model tokens/msg, replies + summaries", compact["reply_summary_tokens_per_msg"],
+                 baseline and baseline["reply_summary_tokens_per_msg"]))
+    rows.append(("model tokens/msg, fact extraction", compact["extraction_tokens_per_msg"],
+                 baseline and baseline["extraction_tokens_per_msg"]))
+    rows.append(("model tokens/msg, all (amortised)", compact["model_tokens_per_msg"], baseline and baseline["model_tokens_per_msg"]))
     rows.append((f"Redis bytes per user after {args.long_turns} turns (mean)", compact["bytes_per_user"]["mean"],
                  baseline and baseline["bytes_per_user"]["mean"]))
     rows.append(("Redis bytes per user (max)", compact["bytes_per_user"]["max"], baseline and baseline["bytes_per_user"]["max"]))
@@ -396,7 +411,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     lag = compact.get("summary_lag_ms")
     if lag:
         print(f"summary lag, trigger to stored (ms): p50 {lag[50]:.1f}  p99 {lag[99]:.1f}  (n={lag['n']}, "
-              f"summary calls {compact['summary_calls']})")
+              f"summary calls {compact['summary_calls']}, extraction calls {compact['extraction_calls']})")
     print(f"Redis commands seen in phase R (compact): {compact['commands']}")
     print(f"pending pairs dropped unsummarized in phase B (compact): {compact.get('dropped', 0)}")
 

@@ -132,7 +132,7 @@ class Settings(BaseSettings):
 
     # --- redelivery ------------------------------------------------------------------
     # How many of a user's latest MessageSids are remembered to answer redeliveries.
-    DEDUP_KEEP: int = Field(default=20, ge=1, le=500)
+    DEDUP_KEEP: int = Field(default=10, ge=1, le=500)
     # How long a redelivery waits for the first attempt, still in flight, to finish.
     DEDUP_WAIT_S: float = Field(default=10.0, ge=0)
 

@@ -181,8 +181,8 @@ class SummaryPolicy:
     job_lease_s: int = 900
     # Fact extraction after every this many valid pairs (0: never).
     extract_every_n_pairs: int = 1
-    # Redeliveries come within seconds: the newest few answers are kept word for word.
-    replies_kept: int = 3
+    # Copies of replies already stored in their pair (0: a redelivery reads the pair itself).
+    replies_kept: int = 0
 
 
 def _decode_pairs(raw: str | bytes | None) -> list[Pair]:

@@ -28,7 +28,7 @@ def client(request: pytest.FixtureRequest) -> redis.Redis:
     return request.getfixturevalue("redis_client")
 
 
-POLICY = SummaryPolicy(every_n_pairs=10, soft_bytes=100_000, max_bytes=200_000, job_lease_s=900)
+POLICY = SummaryPolicy(every_n_pairs=10, soft_bytes=100_000, max_bytes=200_000, job_lease_s=900, replies_kept=3)
 
 
 @pytest.fixture
