@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from http.client import HTTPConnection
+from http.client import HTTPConnection, RemoteDisconnected
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -154,8 +154,15 @@ class Client:
             "Content-Type": "application/x-www-form-urlencoded",
         }
         started = time.perf_counter()
-        self.conn.request("POST", "/whatsapp", body=urlencode(form), headers=headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request("POST", "/whatsapp", body=urlencode(form), headers=headers)
+            response = self.conn.getresponse()
+        except (ConnectionError, RemoteDisconnected):
+            # gunicorn closes keep-alive connections idle for 2 s; Twilio would just reconnect.
+            self.conn.close()
+            started = time.perf_counter()
+            self.conn.request("POST", "/whatsapp", body=urlencode(form), headers=headers)
+            response = self.conn.getresponse()
         response.read()
         elapsed = time.perf_counter() - started
         if response.status != 200:

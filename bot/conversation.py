@@ -390,35 +390,38 @@ class Conversation:
         return outcome
 
     # -- summaries -----------------------------------------------------------------------
-    def _enqueue_summary(self, user: str, token: str, clear_recent: bool = False, upto: int | None = None) -> None:
-        """Hand the summary to a worker; if the queue is unreachable, free the trigger."""
-        if self.jobs is None:
-            return
+    def _hand_off(self, kind: str, enqueue: Callable[[], str], release: Callable[[], object]) -> None:
+        """Queue a job; if the queue is unreachable, free its trigger so the next pair retries."""
         try:
-            job_id = self.jobs.enqueue_summary(user, token, clear_recent=clear_recent, upto=upto)
-        except Exception as err:  # Redis trouble: the next pair will trigger again
-            log.error("summary.enqueue_failed", error=f"{type(err).__name__}: {err}")
+            job_id = enqueue()
+        except Exception as err:  # Redis trouble: log it, never fail the reply
+            log.error(f"{kind}.enqueue_failed", error=f"{type(err).__name__}: {err}")
             try:
-                self.store.release_summary(user, token)
+                release()
             except StoreUnavailable:
                 pass
             return
-        log.info("summary.enqueued", job_id=job_id, clear_recent=clear_recent)
+        log.info(f"{kind}.enqueued", job_id=job_id)
+
+    def _enqueue_summary(self, user: str, token: str, clear_recent: bool = False, upto: int | None = None) -> None:
+        """Hand the summary to a worker."""
+        if self.jobs is not None:
+            jobs = self.jobs
+            self._hand_off(
+                "summary",
+                lambda: jobs.enqueue_summary(user, token, clear_recent=clear_recent, upto=upto),
+                lambda: self.store.release_summary(user, token),
+            )
 
     def _enqueue_extraction(self, user: str, token: str) -> None:
-        """Hand fact extraction to a worker; if the queue is unreachable, free the trigger."""
-        if self.jobs is None or self.facts is None:
-            return
-        try:
-            job_id = self.jobs.enqueue_extraction(user, token)
-        except Exception as err:
-            log.error("extraction.enqueue_failed", error=f"{type(err).__name__}: {err}")
-            try:
-                self.facts.release_extraction(user, token)
-            except StoreUnavailable:
-                pass
-            return
-        log.info("extraction.enqueued", job_id=job_id)
+        """Hand fact extraction to a worker."""
+        if self.jobs is not None and self.facts is not None:
+            jobs, facts = self.jobs, self.facts
+            self._hand_off(
+                "extraction",
+                lambda: jobs.enqueue_extraction(user, token),
+                lambda: facts.release_extraction(user, token),
+            )
 
     def _summarize_now(self, user: str, seq: int | None, new_pair_stored: bool) -> None:
         """Compress everything before a topic shift into the summary, now.

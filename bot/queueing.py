@@ -41,42 +41,34 @@ class JobQueue:
         self.facts = Queue(FACTS_QUEUE, connection=connection)
         self.retry_intervals = retry_intervals
 
-    def _retry(self) -> Retry:
-        return Retry(max=len(self.retry_intervals), interval=self.retry_intervals)
+    def _enqueue(self, queue: Queue, func: str, on_failure: str, job_id: str, result_ttl: int, *args: object) -> str:
+        """Queue one job with our retry, timeout and failure-callback policy; return its id."""
+        job = queue.enqueue(
+            func,
+            *args,
+            job_id=job_id,
+            retry=Retry(max=len(self.retry_intervals), interval=self.retry_intervals),
+            on_failure=Callback(on_failure),
+            job_timeout=JOB_TIMEOUT_S,
+            result_ttl=result_ttl,
+            failure_ttl=FAILED_TTL_S,
+            description=job_id.rsplit("-", 1)[0],
+        )
+        return job.id
 
     def enqueue_summary(self, user: str, token: str, clear_recent: bool = False, upto: int | None = None) -> str:
         """Queue the user's summary job for trigger `token` and return its id."""
-        job = self.summaries.enqueue(
-            "workers.jobs.summarize_user",
-            user,
-            token,
-            clear_recent,
-            upto,
-            job_id=summary_job_id(user, token),
-            retry=self._retry(),
-            on_failure=Callback("workers.jobs.summary_failed"),
-            job_timeout=JOB_TIMEOUT_S,
-            result_ttl=3600,
-            failure_ttl=FAILED_TTL_S,
-            description=f"summary {user_tag(user)}",
+        return self._enqueue(
+            self.summaries, "workers.jobs.summarize_user", "workers.jobs.summary_failed",
+            summary_job_id(user, token), 3600, user, token, clear_recent, upto,
         )
-        return job.id
 
     def enqueue_extraction(self, user: str, token: str) -> str:
         """Queue the user's fact extraction job for trigger `token` and return its id."""
-        job = self.facts.enqueue(
-            "workers.jobs.extract_user_facts",
-            user,
-            token,
-            job_id=extraction_job_id(user, token),
-            retry=self._retry(),
-            on_failure=Callback("workers.jobs.extraction_failed"),
-            job_timeout=JOB_TIMEOUT_S,
-            result_ttl=600,
-            failure_ttl=FAILED_TTL_S,
-            description=f"facts {user_tag(user)}",
+        return self._enqueue(
+            self.facts, "workers.jobs.extract_user_facts", "workers.jobs.extraction_failed",
+            extraction_job_id(user, token), 600, user, token,
         )
-        return job.id
 
     def job_status(self, job_id: str) -> str | None:
         """Return a job's status (queued, started, scheduled, failed, finished), if it exists."""

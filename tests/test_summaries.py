@@ -228,3 +228,21 @@ def test_topic_shift_right_after_a_summary_still_clears_the_window(  # type: ign
     context = services.store.load(USER)
     assert context.summary == SUMMARY
     assert [p.user for p in context.recent] == ["New topic: how do I repot a cactus safely?"]
+
+
+def test_queue_failure_never_fails_the_reply_and_frees_the_trigger(  # type: ignore[no-untyped-def]
+    app, send, model: StandinModel, services, monkeypatch, redis_url
+) -> None:
+    import redis as redis_lib
+
+    jobs = app.extensions["bot.services"].jobs
+
+    def down(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise redis_lib.ConnectionError("queue unreachable")
+
+    monkeypatch.setattr(jobs, "enqueue_summary", down)
+    chat(send, model, 10)  # the 10th pair's enqueue fails...
+    assert services.store.load(USER).summary_job_at is None  # ...and the trigger is free again
+    monkeypatch.undo()
+    chat(send, model, 1, start=10)
+    assert queue(redis_url).count == 1
