@@ -157,8 +157,10 @@ def test_transient_failure_is_retried_to_success(send, model: StandinModel, serv
     assert services.store.load(USER).summary == SUMMARY
 
 
-def test_killed_worker_loses_nothing(send, model: StandinModel, services, run_worker, redis_url) -> None:  # type: ignore[no-untyped-def]
-    """A job that died mid-run changed nothing; once its lease lapses the next pair re-triggers."""
+def test_lost_job_is_picked_up_at_the_next_trigger(send, model: StandinModel, services, run_worker, redis_url) -> None:  # type: ignore[no-untyped-def]
+    """A job lost with its queue (Redis restarted without persistence, say) changed nothing;
+    once its trigger lease lapses, the next pair queues a new one. (A killed worker process
+    is in test_worker_kill.py.)"""
     chat(send, model, 10)
     q = queue(redis_url)
     q.empty()  # the job vanished with its worker
