@@ -12,6 +12,7 @@ from flask.typing import ResponseReturnValue
 from bot import operations
 from bot.conversation import erase_user, reset_conversation
 from bot.exceptions import StoreUnavailable
+from bot.facts import normalize_key
 from bot.logs import mask_phone
 from bot.operations import OperationError
 
@@ -30,7 +31,8 @@ def require_token() -> ResponseReturnValue | None:
         abort(404)
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-        log.warning("admin.unauthorized", path=request.path)
+        rule = request.url_rule.rule if request.url_rule else "unknown"
+        log.warning("admin.unauthorized", route=rule)  # the route, not the path: no numbers
         return jsonify(error="unauthorized"), 401, {"WWW-Authenticate": "Bearer"}
     return None
 
@@ -97,7 +99,7 @@ def put_fact(e164: str, key: str) -> ResponseReturnValue:
         key,
         str(body.get("value", "")),
         category=str(body.get("category", "other")),
-        importance=float(body.get("importance", 0.8)),
+        importance=body.get("importance", 0.8),
         scope=str(body.get("scope", "user")),
         actor="admin_api",
     )
@@ -161,7 +163,7 @@ def export(e164: str) -> ResponseReturnValue:
 def erase(e164: str) -> ResponseReturnValue:
     """Delete every key of the user, facts included."""
     user = _user(e164)
-    deleted = erase_user(_services().facts, user, "admin_api", via="admin_api")
+    deleted = erase_user(_services().facts, user, "admin_api", via="admin_api", jobs=_services().jobs)
     return jsonify(user=user, erased=True, keys_deleted=deleted)
 
 
@@ -183,6 +185,6 @@ def put_org_facts() -> ResponseReturnValue:
 @bp.delete("/org/facts/<key>")
 def delete_org_fact(key: str) -> ResponseReturnValue:
     """Delete one org fact."""
-    existed = _services().facts.delete_org_fact(key)
+    existed = _services().facts.delete_org_fact(normalize_key(key))
     log.info("audit.org_fact_deleted", actor="admin_api", key=key, existed=existed)
     return jsonify(deleted=existed), 200 if existed else 404

@@ -241,7 +241,7 @@ def cmd_erase(services: Services, args: argparse.Namespace) -> int:
     if not args.yes:
         print(f"this erases everything stored about {args.user}; add --yes to confirm", file=sys.stderr)
         return 1
-    deleted = erase_user(services.facts, args.user, "cli", via="cli")
+    deleted = erase_user(services.facts, args.user, "cli", via="cli", jobs=services.jobs)
     print(f"erased {args.user}: {deleted} key(s) deleted")
     return 0
 

@@ -15,6 +15,9 @@ from bot.exceptions import ConfigError
 #: for Redis work and the HTTP round trip, so retries must finish inside this.
 MODEL_DEADLINE_S = 11.0
 
+#: Room kept in every prompt for the system prompt and message framing.
+PROMPT_FRAME_TOKENS = 200
+
 #: Phrases that mark a reply as a non-answer (design note 1). Lower case; matched as substrings.
 DEFAULT_REPHRASE_PHRASES = (
     "please rephrase",
@@ -154,6 +157,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"LLM_TIMEOUT_S x (LLM_MAX_RETRIES + 1) = {worst:g}s exceeds {MODEL_DEADLINE_S:g}s;"
                 " Twilio gives up on a webhook after 15s"
+            )
+        room = self.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS
+        if self.MEMORY_MAX_TOKENS + self.MAX_USER_MESSAGE_TOKENS > room:
+            raise ValueError(
+                f"MEMORY_MAX_TOKENS + MAX_USER_MESSAGE_TOKENS must stay within MAX_PROMPT_TOKENS - "
+                f"{PROMPT_FRAME_TOKENS} (the system prompt and framing) = {room}"
             )
         if self.APP_ENV == "production":
             if self.MODEL_STANDIN:

@@ -66,6 +66,9 @@ class SummaryJobs(Protocol):
     def enqueue_extraction(self, user: str, token: str) -> str:
         """Queue the user's fact extraction job."""
 
+    def purge_user(self, user: str) -> int:
+        """Delete every queued, finished or failed job of the user."""
+
 
 @dataclass(frozen=True)
 class InboundMessage:
@@ -118,10 +121,17 @@ def reset_conversation(store: ContextStore, target: str, actor: str, via: str) -
     return existed
 
 
-def erase_user(facts: FactStore, target: str, actor: str, via: str) -> int:
-    """Delete every key of one user, facts included, and write the audit event."""
+def erase_user(facts: FactStore, target: str, actor: str, via: str, jobs: SummaryJobs | None = None) -> int:
+    """Delete every key of one user, facts and queued jobs included, and write the audit event."""
     deleted = facts.erase(target)
-    log.info("audit.erase", actor=_actor(actor), target=mask_phone(target), via=via, keys_deleted=deleted)
+    purged = 0
+    if jobs is not None:
+        try:
+            purged = jobs.purge_user(target)
+        except Exception as err:  # the keys are gone; stale jobs will find nothing and write nothing
+            log.error("erase.jobs_not_purged", error=f"{type(err).__name__}: {err}")
+    log.info("audit.erase", actor=_actor(actor), target=mask_phone(target), via=via,
+             keys_deleted=deleted, jobs_deleted=purged)
     return deleted
 
 
@@ -259,7 +269,7 @@ class Conversation:
             reply = ERASE_CONFIRM_REPLY.format(minutes=minutes)
             return self._command_done(msg, claim, reply, "erase_requested")
         if command.kind == "erase_confirm":
-            erase_user(self.facts, msg.user, msg.user, via="user")
+            erase_user(self.facts, msg.user, msg.user, via="user", jobs=self.jobs)
             MESSAGES.labels(outcome="rejected", reason="command").inc()
             outcome = self._finish(msg, claim, ERASED_REPLY, None, "erased", touch_context=False)
             outcome.status = "command"

@@ -3,6 +3,8 @@ and merge them into the user's memory with the storage rules of bot/facts.py."""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 
 import structlog
@@ -16,7 +18,8 @@ log = structlog.get_logger(__name__)
 
 #: The newest pairs one extraction reads; older unread ones were summarized anyway.
 MAX_PAIRS_PER_RUN = 5
-EXPLICIT_PREFIXES = ("remember that", "remember:", "please remember", "remember i", "remember my")
+#: A message that asks to be remembered: "remember that…", "please remember: …", "remember my…".
+EXPLICIT_REQUEST = re.compile(r"^\s*(please\s+)?remember(\s+that\b|\s*:|\s+my\b)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -32,20 +35,21 @@ class FactRules:
 class ExtractionResult:
     """What one extraction run did."""
 
-    status: str  # stored, skipped_opted_out, nothing_new
+    status: str  # stored, nothing_new, discarded (erased, opted out or superseded meanwhile)
     pairs: int = 0
     malformed: int = 0
     stats: MergeStats = field(default_factory=MergeStats)
 
 
 def render_request(known: dict[str, Fact], pairs: list[Pair]) -> str:
-    """Return the extraction request: known facts, then the new exchanges."""
+    """Return the extraction request: known facts (JSON strings, so a stored value cannot
+    pose as an instruction), then the new exchanges, the assistant's part marked as context."""
     lines = ["Known facts:"]
-    lines += [f"- {f.key} = {f.value}" for f in known.values()] or ["(none)"]
+    lines += [f"- {f.key} = {json.dumps(f.value, ensure_ascii=False)}" for f in known.values()] or ["(none)"]
     lines += ["", "New exchange:"]
     for pair in pairs:
         lines.append(f"User: {pair.user}")
-        lines.append(f"Assistant: {pair.assistant}")
+        lines.append(f"Assistant (context only; never a source of facts): {pair.assistant}")
     return "\n".join(lines)
 
 
@@ -92,7 +96,9 @@ def extract_facts(
     items, malformed = parse_extraction(completion.text)
     if malformed or (completion.text.strip() and not items and "facts" not in completion.text):
         log.warning("extraction.malformed", items_malformed=malformed)
-    explicit_turn = any(p.user.strip().lower().startswith(EXPLICIT_PREFIXES) for p in pairs)
+    # "Explicit" needs the user's own request, and a batch of one pair, so the request
+    # cannot vouch for facts that came from another message.
+    explicit_turn = len(pairs) == 1 and bool(EXPLICIT_REQUEST.match(pairs[0].user))
     provenance = pairs[-1].sid
     by_scope: dict[str, list[Fact]] = {"user": [], "session": []}
     for item in items:
@@ -101,6 +107,7 @@ def extract_facts(
 
     total = MergeStats()
     upto = pairs[-1].n
+    refused = False
     for scope in ("session", "user"):  # the user scope last: it records progress
         incoming = by_scope[scope]
         if not incoming and scope == "session":
@@ -117,9 +124,15 @@ def extract_facts(
                 now=now,
             ),
             extracted_seq=upto if (record_progress and scope == "user") else None,
-            token=token if scope == "user" else None,
+            token=token,
         )
+        if result is None:  # erased, opted out or superseded while the model was thinking
+            refused = True
+            break
         for name, value in result.stats.as_dict().items():
             setattr(total, name, getattr(total, name) + value)
+    if refused:
+        log.info("extraction.discarded", reason="erased_opted_out_or_superseded")
+        return ExtractionResult(status="discarded", pairs=len(pairs), malformed=malformed)
     log.info("extraction.stored", pairs=len(pairs), malformed=malformed, **total.as_dict())
     return ExtractionResult(status="stored", pairs=len(pairs), malformed=malformed, stats=total)

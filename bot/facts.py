@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import structlog
@@ -36,6 +36,10 @@ SOURCES = ("auto", "explicit", "operator")
 PROTECTED_SOURCES = frozenset({"explicit", "operator"})
 #: Superseded values kept per fact, newest first.
 HISTORY_KEEP = 3
+#: Keys that hold several things at once: a new value is added, never a replacement
+#: (a second allergy must not push the first out of the prompt).
+LIST_KEYS = frozenset({"allergies", "pets", "children", "languages", "dislikes", "medications"})
+LIST_SEPARATOR = ", "
 
 # Key normalization: lower-case words joined by "_", qualifiers dropped, synonyms folded,
 # so "home city", "current city" and "City" are all `city`.
@@ -276,13 +280,14 @@ def merge_facts(
     stats = MergeStats(extracted=len(incoming))
     facts = dict(existing)
     touched: dict[str, Fact] = {}
-    for new in incoming:
+    # Work on copies: a WATCH retry calls this again with the same inputs.
+    for new in (replace(f, previous=list(f.previous)) for f in incoming):
         if new.confidence < threshold:
             stats.rejected_low_confidence += 1
             continue
         old = facts.get(new.key)
         if old is None:
-            same_elsewhere = any(
+            same_elsewhere = new.source != "operator" and any(
                 f.category == new.category and normalize_value(f.value) == normalize_value(new.value)
                 for f in facts.values()
             )
@@ -293,7 +298,21 @@ def merge_facts(
             facts[new.key] = touched[new.key] = new
             stats.stored += 1
             continue
-        if normalize_value(old.value) == normalize_value(new.value):
+        if new.key in LIST_KEYS and _rank(new.source) >= _rank(old.source):
+            parts = [p.strip() for p in old.value.split(LIST_SEPARATOR) if p.strip()]
+            if normalize_value(new.value) not in {normalize_value(p) for p in parts}:
+                old.value = LIST_SEPARATOR.join(parts + [new.value.strip()])[:300]
+                old.confidence = min(old.confidence, new.confidence) if old.source == new.source else new.confidence
+                old.importance = max(old.importance, new.importance)
+                old.source = new.source if _rank(new.source) > _rank(old.source) else old.source
+                old.updated_at = now
+                touched[old.key] = old
+                stats.stored += 1
+                continue
+        if normalize_value(old.value) == normalize_value(new.value) or (
+            new.key in LIST_KEYS
+            and normalize_value(new.value) in {normalize_value(p) for p in old.value.split(LIST_SEPARATOR)}
+        ):
             # Said again: a duplicate, never a second entry. It confirms the stored value,
             # so a pending conflict is settled in its favour.
             stats.duplicates += 1
@@ -316,7 +335,11 @@ def merge_facts(
             new.previous = (history + old.previous)[:HISTORY_KEEP]
             new.created_at = old.created_at or now
             new.updated_at = now
-            new.conflict = None  # an update (newer wins ties), not a conflict
+            new.conflict = None
+            if new_rank == old_rank == 0 and new.confidence - old.confidence <= conflict_margin:
+                # The newer value is picked, but not silently: the old one stays flagged.
+                new.conflict = {"value": old.value, "confidence": old.confidence, "source": old.source, "at": now}
+                stats.conflicts += 1
             facts[new.key] = touched[new.key] = new
             stats.stored += 1
             continue

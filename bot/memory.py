@@ -94,11 +94,20 @@ def relevant_categories(message: str) -> set[str]:
     return hits | ALWAYS_RELEVANT
 
 
+#: Escaped inside values: angle brackets (no marker can be spelled) and every character
+#: that some reader takes for a line break.
+_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
+_ESCAPE = re.compile("[<>\u2028\u2029\u0085]")
+
+
 def _clean(value: str) -> str:
-    """Make a value safe inside the fence: no markers, no header, one JSON string."""
-    value = value.replace(FENCE_OPEN, "").replace(FENCE_CLOSE, "").replace(HEADER, "")
-    value = re.sub(r"<<<|>>>", "", value)
-    return json.dumps(value, ensure_ascii=False)
+    """Make a value inert inside the fence: one JSON string on one line, with no angle
+    brackets (so no fence marker) and no copy of the block's header."""
+    previous = None
+    while previous != value:  # removing one header can join the halves of another
+        previous, value = value, value.replace(HEADER, "")
+    encoded = json.dumps(value, ensure_ascii=False)
+    return _ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], encoded)
 
 
 def render_line(item: SelectedFact) -> str:
@@ -140,8 +149,11 @@ def select_memory(
                 by_key[key].overridden.append(scope)
                 continue
             conflict = None
-            if fact.conflict:  # flagged only while the rival value is confident and close
-                rival = float(fact.conflict.get("confidence", 0))
+            if isinstance(fact.conflict, dict):  # flagged only while the rival is confident and close
+                try:
+                    rival = float(fact.conflict.get("confidence", 0))
+                except (TypeError, ValueError):
+                    rival = 0.0
                 if rival >= threshold and abs(fact.confidence - rival) <= conflict_margin:
                     conflict = fact.conflict
             by_key[key] = SelectedFact(fact=fact, scope=scope, relevant=False, conflict=conflict)

@@ -42,8 +42,8 @@ def set_fact(
         raise OperationError(f"category must be one of {', '.join(CATEGORIES)}")
     if not value.strip() or len(value) > 300:
         raise OperationError("value must be 1 to 300 characters")
-    if not 0 <= importance <= 1:
-        raise OperationError("importance must be between 0 and 1")
+    if not isinstance(importance, (int, float)) or isinstance(importance, bool) or not 0 <= importance <= 1:
+        raise OperationError("importance must be a number between 0 and 1")
     fact = Fact(
         key=normalize_key(key),
         value=value.strip(),
@@ -65,9 +65,15 @@ def set_fact(
             conflict_margin=s.CONFLICT_MARGIN,
             now=time.time(),
         ),
+        count_stats=False,  # the stats count extraction, not operators
     )
+    stored = services.facts.load(user, scope).get(fact.key)
+    if stored is None:
+        raise OperationError(
+            f"not stored: the user already has {s.MAX_FACTS_PER_USER} operator or explicit facts; delete one first"
+        )
     log.info("audit.fact_set", actor=actor, target=mask_phone(user), key=fact.key, scope=scope)
-    return services.facts.load(user, scope)[fact.key]
+    return stored
 
 
 def delete_fact(services: Services, user: str, key: str, scope: str = "user", actor: str = "operator") -> bool:
@@ -145,6 +151,7 @@ def export_user(services: Services, user: str) -> dict[str, Any]:
             "last_interaction_timestamp": context.last_interaction,
         },
         "facts": memory_report(services, user),
+        "recent_replies": services.facts.seen_records(user),
         "keys": key_report(services.redis, services.store.user_keys(user)),
     }
 
@@ -165,15 +172,18 @@ def parse_org_facts(data: Any) -> dict[str, Fact]:
         entry = item if isinstance(item, dict) else {"value": item}
         value = str(entry.get("value", "")).strip()
         category = str(entry.get("category", "other"))
+        importance = entry.get("importance", 0.6)
         if not value or category not in CATEGORIES:
             raise OperationError(f"org fact {raw_key!r}: needs a value and a known category")
+        if not isinstance(importance, (int, float)) or isinstance(importance, bool) or not 0 <= importance <= 1:
+            raise OperationError(f"org fact {raw_key!r}: importance must be a number between 0 and 1")
         key = normalize_key(str(raw_key))
         facts[key] = Fact(
             key=key,
             value=value,
             category=category,
             confidence=1.0,
-            importance=float(entry.get("importance", 0.6)),
+            importance=float(importance),
             source="operator",
             created_at=now,
             updated_at=now,
@@ -185,6 +195,6 @@ def parse_org_facts(data: Any) -> dict[str, Fact]:
 def load_org_file(facts: FactStore, path: Path) -> int:
     """Load org facts from a JSON file into Redis; return how many."""
     parsed = parse_org_facts(json.loads(path.read_text(encoding="utf-8")))
-    facts.set_org_facts(parsed)
+    facts.set_org_facts(parsed, replace_all=True)  # the file is the whole truth: removed keys go
     log.info("org_facts.loaded", count=len(parsed), file=path.name)
     return len(parsed)

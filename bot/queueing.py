@@ -84,6 +84,22 @@ class JobQueue:
         prefix = f"summary-{user_tag(user)}-"
         return [j for j in self.summaries.failed_job_registry.get_job_ids() if j.startswith(prefix)]
 
+    def purge_user(self, user: str) -> int:
+        """Delete every job of this user (their arguments hold the number); return how many."""
+        tag = user_tag(user)
+        deleted = 0
+        for pattern in (f"rq:job:summary-{tag}-*", f"rq:job:facts-{tag}-*"):
+            for key in self.connection.scan_iter(match=pattern, count=1000):
+                job_id = key.decode().removeprefix("rq:job:") if isinstance(key, bytes) else key[7:]
+                if ":" in job_id:  # rq:job:<id>:results and similar belong to the job
+                    continue
+                try:
+                    Job.fetch(job_id, connection=self.connection).delete(remove_from_queue=True)
+                    deleted += 1
+                except NoSuchJobError:
+                    continue
+        return deleted
+
     def depth(self) -> dict[str, int]:
         """Return jobs waiting and failed per queue."""
         return {

@@ -263,7 +263,8 @@ return {'new', redis.call('HGETALL', KEYS[1]), false,
 #       12 extract every n (0 = off), 13 facts ttl, 14 session ttl, 15 touch context 1/0,
 #       16 claim token, 17 epoch the message was answered in, 18 summary token,
 #       19 extraction token, 20 replies kept for redelivery.
-# The pair is stored only if this attempt still owns its claim and no reset came between.
+# Nothing is written unless this attempt still owns its claim; the pair is stored only if
+# no reset came between claim and commit.
 # Returns {count since summary, summary due, pairs dropped, seq, extraction due, pair stored}.
 _COMMIT = _LUA_HELPERS + """
 local sid, now = ARGV[1], tonumber(ARGV[2])
@@ -283,15 +284,14 @@ if current then
   local ok, r = pcall(cjson.decode, current)
   owned = ok and r.st == 'pending' and r.tok == ARGV[16]
 end
-if ARGV[15] == '0' then
-  -- the user's data was just erased: remember only that this MessageSid was answered
-  redis.call('HSET', seen, sid, cjson.encode(record))
-  refresh(seen, ttl)
+if not owned or ARGV[15] == '0' then
+  -- Another attempt took this MessageSid over (it records the outcome), or the user's
+  -- data was erased meanwhile or just now: write nothing at all.
   return {0, 0, 0, 0, 0, 0}
 end
 local seq = num(ctx, 'seq')
 local summarized = num(ctx, 'summarized_seq')
-if ARGV[3] ~= '' and owned and tostring(num(ctx, 'epoch')) == ARGV[17] then
+if ARGV[3] ~= '' and tostring(num(ctx, 'epoch')) == ARGV[17] then
   local pair = cjson.decode(ARGV[3])
   seq = seq + 1
   pair.n = seq
@@ -328,7 +328,10 @@ if ARGV[3] ~= '' and owned and tostring(num(ctx, 'epoch')) == ARGV[17] then
       due = 1
     end
   end
-  if extract_every > 0 and redis.call('HGET', memory, 'opted_out') ~= '1' then
+  if redis.call('HGET', memory, 'opted_out') == '1' then
+    -- not remembered, and never read later either, should the user opt back in
+    redis.call('HSET', memory, 'extracted_seq', seq)
+  elseif extract_every > 0 then
     local extracted = num(memory, 'extracted_seq')
     local job_at = num(memory, 'extract_job_at')
     if seq - extracted >= extract_every and now - job_at > lease then
@@ -684,12 +687,15 @@ def _pairs_to_dict(flat: list[Any]) -> dict[str, str]:
 
 def key_report(client: redis.Redis, keys: list[str]) -> list[dict[str, Any]]:
     """Return name, type, bytes (MEMORY USAGE) and TTL seconds of each existing key."""
-    with client.pipeline(transaction=False) as pipe:
-        for key in keys:
-            pipe.type(key)
-            pipe.memory_usage(key)
-            pipe.ttl(key)
-        raw = pipe.execute()
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.type(key)
+                pipe.memory_usage(key)
+                pipe.ttl(key)
+            raw = pipe.execute()
+    except redis.RedisError as err:
+        raise StoreUnavailable(str(err)) from err
     report = []
     for i, key in enumerate(keys):
         kind, size, ttl = (_text(raw[3 * i]), raw[3 * i + 1], raw[3 * i + 2])
@@ -762,11 +768,14 @@ class FactStore:
         *,
         extracted_seq: int | None = None,
         token: str | None = None,
+        count_stats: bool = True,
     ) -> Any:
         """Apply merge(existing facts) -> MergeResult atomically; retry if a write raced us.
 
-        With extracted_seq, also records extraction progress (never backwards), and frees
-        the extraction trigger if job `token` still holds it.
+        With `token` (an extraction job's), nothing is written unless that job still holds
+        the extraction trigger and the user has not opted out: an erase or an opt-out while
+        the model was thinking wins. Returns None when so refused. With extracted_seq, also
+        records extraction progress (never backwards) and frees the trigger.
         """
         facts_key = self._scope_key(user, scope)
         memory_key = user_key(MEMORY_PREFIX, user)
@@ -777,6 +786,10 @@ class FactStore:
                     existing = self.decode(pipe.hgetall(facts_key))
                     progress = int(_text(pipe.hget(memory_key, "extracted_seq")) or 0)
                     holder = _text(pipe.hget(memory_key, "extract_job_token"))
+                    opted_out = _text(pipe.hget(memory_key, "opted_out")) == "1"
+                    if token is not None and (holder != token or opted_out):
+                        pipe.unwatch()
+                        return None
                     result = merge(existing)
                     pipe.multi()
                     if result.upserts:
@@ -784,11 +797,11 @@ class FactStore:
                     if result.deletes:
                         pipe.hdel(facts_key, *result.deletes)
                     for name, value in result.stats.as_dict().items():
-                        if value:
+                        if value and count_stats:
                             pipe.hincrby(memory_key, f"stat_{name}", value)
                     if extracted_seq is not None and extracted_seq > progress:
                         pipe.hset(memory_key, "extracted_seq", extracted_seq)
-                    if token is not None and holder == token:
+                    if token is not None and extracted_seq is not None:  # the job's last write
                         pipe.hdel(memory_key, "extract_job_at", "extract_job_token")
                     if self._ttl(scope):
                         pipe.expire(facts_key, self._ttl(scope))
@@ -826,6 +839,20 @@ class FactStore:
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
 
+    def seen_records(self, user: str) -> dict[str, Any]:
+        """Return the user's redelivery records (MessageSid -> record), for export."""
+        try:
+            raw = self.redis.hgetall(user_key(SEEN_PREFIX, user))
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        out = {}
+        for sid, record in raw.items():
+            try:
+                out[_text(sid)] = json.loads(_text(record))
+            except ValueError:
+                continue
+        return out
+
     def release_extraction(self, user: str, token: str | None = None) -> None:
         """Let the next pair trigger extraction again (if job `token` holds it, when given)."""
         key = user_key(MEMORY_PREFIX, user)
@@ -857,11 +884,15 @@ class FactStore:
         self._org = (now, facts)
         return facts
 
-    def set_org_facts(self, facts: dict[str, Any]) -> None:
-        """Store org facts (key -> Fact)."""
+    def set_org_facts(self, facts: dict[str, Any], replace_all: bool = False) -> None:
+        """Store org facts (key -> Fact); replace_all drops the keys not given (a file reload)."""
         try:
-            if facts:
-                self.redis.hset(ORG_FACTS_KEY, mapping={k: f.to_json() for k, f in facts.items()})
+            with self.redis.pipeline(transaction=True) as pipe:
+                if replace_all:
+                    pipe.delete(ORG_FACTS_KEY)
+                if facts:
+                    pipe.hset(ORG_FACTS_KEY, mapping={k: f.to_json() for k, f in facts.items()})
+                pipe.execute()
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
         self._org = None

@@ -50,3 +50,8 @@ def test_env_example_lists_every_setting() -> None:
     text = (Path(__file__).parent.parent / ".env.example").read_text()
     listed = {line.lstrip("#").split("=", 1)[0].strip() for line in text.splitlines() if "=" in line}
     assert set(Settings.model_fields) <= listed
+
+
+def test_memory_block_must_fit_the_prompt_budget() -> None:
+    with pytest.raises(ConfigError, match="MEMORY_MAX_TOKENS"):
+        load_settings(env_files=False, MEMORY_MAX_TOKENS=500, **REQUIRED)

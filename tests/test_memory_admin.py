@@ -46,6 +46,8 @@ def seed(redis_client, **facts: Fact) -> None:  # type: ignore[no-untyped-def]
 )
 def test_every_memory_route_needs_the_token(admin, method: str, path: str) -> None:  # type: ignore[no-untyped-def]
     assert getattr(admin, method)(path).status_code == 401
+    wrong = {"Authorization": "Bearer " + "x" * len(TOKEN)}
+    assert getattr(admin, method)(path, headers=wrong).status_code == 401
 
 
 def test_fact_crud(admin, redis_client) -> None:  # type: ignore[no-untyped-def]
@@ -54,7 +56,10 @@ def test_fact_crud(admin, redis_client) -> None:  # type: ignore[no-untyped-def]
     assert put.status_code == 200 and put.json["key"] == "name" and put.json["source"] == "operator"
     assert put.json["previous"][0]["value"] == "Anna"
     listed = admin.get(f"/admin/users/{USER}/facts", headers=AUTH).json
-    assert [f["value"] for f in listed["user"]] == ["Ana"] and listed["stats"]["stored"] == 1
+    assert [f["value"] for f in listed["user"]] == ["Ana"]
+    assert listed["stats"]["stored"] == 0  # the stats count extraction, not operators
+    for bad in ({"value": "v", "importance": "high"}, {"value": "v", "importance": None}, {"value": "v", "importance": 2}):
+        assert admin.put(f"/admin/users/{USER}/facts/x", json=bad, headers=AUTH).status_code == 400
     assert admin.put(f"/admin/users/{USER}/facts/x", json={"value": ""}, headers=AUTH).status_code == 400
     assert admin.put(f"/admin/users/{USER}/facts/x", json={"value": "v", "category": "nope"}, headers=AUTH).status_code == 400
     assert admin.put(f"/admin/users/{USER}/facts/x", data="not json", headers=AUTH).status_code == 400
@@ -96,7 +101,8 @@ def test_org_facts_and_opt_out_settings(admin, redis_client) -> None:  # type: i
     assert admin.put("/admin/org/facts", json={"business_hours": "9-18"}, headers=AUTH).json == {"stored": ["business_hours"]}
     assert [f["value"] for f in admin.get("/admin/org/facts", headers=AUTH).json["facts"]] == ["9-18"]
     assert admin.put("/admin/org/facts", json=["x"], headers=AUTH).status_code == 400
-    assert admin.delete("/admin/org/facts/business_hours", headers=AUTH).status_code == 200
+    assert admin.put("/admin/org/facts", json={"k": {"value": "v", "importance": "hi"}}, headers=AUTH).status_code == 400
+    assert admin.delete("/admin/org/facts/Business Hours", headers=AUTH).status_code == 200  # normalized
     response = admin.put(f"/admin/users/{USER}/memory/settings", json={"opted_out": True}, headers=AUTH)
     assert response.json == {"user": USER, "opted_out": True}
     assert admin.get(f"/admin/users/{USER}/facts", headers=AUTH).json["opted_out"] is True
