@@ -277,3 +277,34 @@ def test_memory_block_respects_the_prompt_budget(say, model: StandinModel, redis
     counter = TokenCounter("gpt-4o-mini")
     assert counter.count_messages(last) <= 800
     assert 3 + counter.count(last[1]["content"]) <= 200
+
+
+def test_pruning_and_deduplication_through_the_job(make_settings, redis_client, model: StandinModel, monkeypatch, run_worker) -> None:  # type: ignore[no-untyped-def]
+    import workers.jobs
+
+    settings = make_settings(EXTRACTION_INTERVAL=1, MAX_FACTS_PER_USER=3)
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            monkeypatch.setenv(name, str(value))
+    workers.jobs.services.cache_clear()
+    app = create_app(settings)
+
+    def say(body: str) -> None:
+        form = inbound_form(body)
+        app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+
+    model.script(extracted(
+        {"key": "name", "value": "Ana", "importance": 0.9},
+        {"key": "city", "value": "Lisbon", "importance": 0.8},
+        {"key": "favourite_colour", "value": "green", "importance": 0.1},
+        {"key": "shoe_size", "value": "38", "importance": 0.2},
+    ))
+    say("I'm Ana from Lisbon; I like green and wear size 38 shoes, what trainers suit me?")
+    run_worker()
+    assert set(facts_of(redis_client)) == {"name", "city", "shoe_size"}  # the least important went
+    model.script(extracted({"key": "home city", "value": "lisbon"}, {"key": "name", "value": "Ana"}))
+    say("As I said, Lisbon is home. Any running routes by the river there?")
+    run_worker()
+    assert set(facts_of(redis_client)) == {"name", "city", "shoe_size"}
+    meta = redis_client.hgetall(user_key(MEMORY_PREFIX, USER))
+    assert meta["stat_pruned"] == "1" and meta["stat_duplicates"] == "2"
