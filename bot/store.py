@@ -691,7 +691,7 @@ def key_report(client: redis.Redis, keys: list[str]) -> list[dict[str, Any]]:
         with client.pipeline(transaction=False) as pipe:
             for key in keys:
                 pipe.type(key)
-                pipe.memory_usage(key)
+                pipe.memory_usage(key, samples=0)  # every field: the default samples 5 and guesses
                 pipe.ttl(key)
             raw = pipe.execute()
     except redis.RedisError as err:
