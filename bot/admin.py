@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hmac
-import re
 
 import structlog
 from flask import Blueprint, abort, current_app, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from bot import operations
+from bot.config import E164
 from bot.conversation import erase_user, reset_conversation
 from bot.exceptions import StoreUnavailable
 from bot.facts import normalize_key
@@ -20,7 +20,6 @@ log = structlog.get_logger(__name__)
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 
-_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 
 
 @bp.before_request
@@ -38,7 +37,7 @@ def require_token() -> ResponseReturnValue | None:
 
 
 def _user(e164: str) -> str:
-    if not _E164.match(e164):
+    if not E164.match(e164):
         abort(400, description="user must be +E164, e.g. +14155550100")
     return e164
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 import uuid
@@ -15,23 +14,22 @@ from xml.etree import ElementTree
 import redis
 from twilio.request_validator import RequestValidator
 
-from bot.config import load_settings
+from bot.config import E164, load_settings
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.logs import configure_logging
 from bot.services import Services, build_services
 from bot import operations
 from bot.conversation import erase_user, reset_conversation
-from bot.extraction import MAX_PAIRS_PER_RUN, FactRules, extract_facts
+from bot.extraction import MAX_PAIRS_PER_RUN, FactRules, extract_facts, stored_pairs
 from bot.operations import OperationError
 from bot.queueing import summary_job_id
 from bot.store import CONTEXT_PREFIX, key_report
 
-_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 
 
 def _e164(value: str) -> str:
     value = value.strip().removeprefix("whatsapp:")
-    if not _E164.match(value):
+    if not E164.match(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not an E.164 number like +14155550100")
     return value
 
@@ -214,15 +212,8 @@ def cmd_extract(services: Services, args: argparse.Namespace) -> int:
     if services.facts.meta(args.user).get("opted_out") == "1" and not args.force:
         print("the user opted out of memory; --force to extract anyway", file=sys.stderr)
         return 1
-    context = services.store.load(args.user)
-    by_n = {p.n: p for p in services.store.pending_pairs(args.user)}
-    by_n.update({p.n: p for p in context.recent})
-    pairs = [by_n[n] for n in sorted(by_n)]
-    rules = FactRules(
-        threshold=services.settings.EXTRACTION_CONFIDENCE,
-        max_facts=services.settings.MAX_FACTS_PER_USER,
-        conflict_margin=services.settings.CONFLICT_MARGIN,
-    )
+    pairs = stored_pairs(services.store, args.user)
+    rules = FactRules.from_settings(services.settings)
     totals: dict[str, int] = {}
     for start in range(0, len(pairs), MAX_PAIRS_PER_RUN):
         result = extract_facts(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+
+from bot.config import E164_PATTERN
 from dataclasses import dataclass
 
 _NOT_WORD = re.compile(r"[^\w\s/#+]")
 _SPACES = re.compile(r"\s+")
-_OPERATOR_RESET = re.compile(r"^#reset\s+(?:whatsapp:)?(\+[1-9]\d{6,14})$")
+_OPERATOR_RESET = re.compile(rf"^#reset\s+(?:whatsapp:)?({E164_PATTERN})$")
 
 DEFAULT_RESET_PHRASES = ("forget everything", "clear chat", "start over", "/reset")
 DEFAULT_TOPIC_PHRASES = ("new topic", "change of subject")

@@ -15,6 +15,10 @@ from bot.exceptions import ConfigError
 #: for Redis work and the HTTP round trip, so retries must finish inside this.
 MODEL_DEADLINE_S = 11.0
 
+#: A user id: an E.164 number with its +, as Twilio sends it after "whatsapp:".
+E164_PATTERN = r"\+[1-9]\d{6,14}"
+E164 = re.compile(f"^{E164_PATTERN}$")
+
 #: Room kept in every prompt for the system prompt and message framing.
 PROMPT_FRAME_TOKENS = 200
 
@@ -183,7 +187,7 @@ class Settings(BaseSettings):
     @classmethod
     def _operators(cls, value: str) -> str:
         numbers = [n.strip() for n in value.split(",") if n.strip()]
-        bad = [n for n in numbers if not re.fullmatch(r"\+[1-9]\d{6,14}", n)]
+        bad = [n for n in numbers if not E164.match(n)]
         if bad:
             raise ValueError(f"{len(bad)} entr{'y is' if len(bad) == 1 else 'ies are'} not +E164")
         return ",".join(numbers)

@@ -10,9 +10,9 @@ import structlog
 
 from bot import commands, filtering
 from bot.config import Settings
-from bot.context import build_prompt
+from bot.context import BuiltPrompt, build_prompt
 from bot.exceptions import LLMUnavailable, StoreUnavailable
-from bot.llm import LLMClient
+from bot.llm import Completion, LLMClient
 from bot.logs import mask_phone
 from bot.memory import select_memory
 from bot.metrics import MESSAGES, RESETS
@@ -301,16 +301,16 @@ class Conversation:
         log.debug("memory.selected", facts=len(selection.selected), dropped=len(selection.dropped), tokens=selection.tokens)
         return selection.block
 
-    def _answer(
-        self, msg: InboundMessage, claim: Claim, text: str, context: Context, memory_block: str = ""
-    ) -> Outcome:
-        """Ask the model, judge the pair, and commit."""
+    def _ask(
+        self, text: str, context: Context, memory_block: str, max_tokens: int | None
+    ) -> tuple[BuiltPrompt, Completion | None]:
+        """Build the reply prompt and ask the model; the completion is None if it failed."""
         prompt = build_prompt(
             self.system_prompt.text,
             context,
             text,
             self.counter,
-            max_tokens=None if self.full_history else self.settings.MAX_PROMPT_TOKENS,
+            max_tokens=max_tokens,
             max_user_tokens=self.settings.MAX_USER_MESSAGE_TOKENS,
             memory_block=memory_block,
         )
@@ -330,6 +330,16 @@ class Conversation:
                 max_tokens=self.settings.REPLY_MAX_TOKENS,
             )
         except LLMUnavailable:
+            return prompt, None
+        return prompt, completion
+
+    def _answer(
+        self, msg: InboundMessage, claim: Claim, text: str, context: Context, memory_block: str = ""
+    ) -> Outcome:
+        """Ask the model, judge the pair, and commit."""
+        max_tokens = None if self.full_history else self.settings.MAX_PROMPT_TOKENS
+        prompt, completion = self._ask(text, context, memory_block, max_tokens)
+        if completion is None:
             log.info("pair.rejected", reason=filtering.REASON_MODEL_ERROR)
             MESSAGES.labels(outcome="rejected", reason=filtering.REASON_MODEL_ERROR).inc()
             outcome = self._finish(msg, claim, FALLBACK_REPLY, None, filtering.REASON_MODEL_ERROR)
@@ -456,22 +466,8 @@ class Conversation:
         text, reason = self._user_text(msg)
         if text is None:
             return Outcome(reply=NON_TEXT_REPLY, status="degraded", reason=reason)
-        prompt = build_prompt(
-            self.system_prompt.text,
-            Context(),
-            text,
-            self.counter,
-            max_tokens=self.settings.MAX_PROMPT_TOKENS,
-            max_user_tokens=self.settings.MAX_USER_MESSAGE_TOKENS,
-        )
-        try:
-            completion = self.llm.complete(
-                prompt.messages,
-                purpose="reply",
-                prompt_ref=self.system_prompt.ref,
-                max_tokens=self.settings.REPLY_MAX_TOKENS,
-            )
-        except LLMUnavailable:
+        prompt, completion = self._ask(text, Context(), "", self.settings.MAX_PROMPT_TOKENS)
+        if completion is None:
             return Outcome(reply=FALLBACK_REPLY, status="degraded", reason=filtering.REASON_MODEL_ERROR)
         return Outcome(
             reply=completion.text or FALLBACK_REPLY,

@@ -147,7 +147,7 @@ def run_evaluation(
         )
         llm = LLMClient(client, model or settings.extraction_model, timeout_s=30, max_retries=2, deadline_s=120)
     model = model or settings.extraction_model
-    rules = FactRules(settings.EXTRACTION_CONFIDENCE, settings.MAX_FACTS_PER_USER, settings.CONFLICT_MARGIN)
+    rules = FactRules.from_settings(settings)
     results = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bot-eval-") as tmp:

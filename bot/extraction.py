@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from bot.facts import EXTRACTION_SCHEMA, Fact, MergeStats, fact_from_extracted, merge_facts, parse_extraction
+from bot.config import Settings
 from bot.llm import LLMClient
 from bot.prompts import Prompt
 from bot.store import ContextStore, FactStore, Pair
@@ -29,6 +30,11 @@ class FactRules:
     threshold: float = 0.7
     max_facts: int = 50
     conflict_margin: float = 0.1
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "FactRules":
+        """Return the rules the settings configure."""
+        return cls(settings.EXTRACTION_CONFIDENCE, settings.MAX_FACTS_PER_USER, settings.CONFLICT_MARGIN)
 
 
 @dataclass
@@ -53,12 +59,16 @@ def render_request(known: dict[str, Fact], pairs: list[Pair]) -> str:
     return "\n".join(lines)
 
 
+def stored_pairs(store: ContextStore, user: str) -> list[Pair]:
+    """Return every pair still stored (pending or in the recent window), oldest first."""
+    by_n = {p.n: p for p in store.pending_pairs(user)}
+    by_n.update({p.n: p for p in store.load(user).recent})
+    return [by_n[n] for n in sorted(by_n)]
+
+
 def unread_pairs(store: ContextStore, user: str, after: int) -> list[Pair]:
     """Return stored pairs numbered above `after`, oldest first, at most MAX_PAIRS_PER_RUN."""
-    context = store.load(user)
-    by_n = {p.n: p for p in store.pending_pairs(user)}
-    by_n.update({p.n: p for p in context.recent})
-    return [by_n[n] for n in sorted(by_n) if n > after][-MAX_PAIRS_PER_RUN:]
+    return [p for p in stored_pairs(store, user) if p.n > after][-MAX_PAIRS_PER_RUN:]
 
 
 def extract_facts(

@@ -31,7 +31,6 @@ CATEGORIES = (
 Category = Literal[
     "identity", "location", "preference", "diet", "health", "work", "family", "contact", "schedule", "other"
 ]
-SOURCES = ("auto", "explicit", "operator")
 #: Facts a person gave on purpose outrank what the model inferred.
 PROTECTED_SOURCES = frozenset({"explicit", "operator"})
 #: Superseded values kept per fact, newest first.

@@ -231,6 +231,9 @@ end
 local function num(key, fieldname)
   return tonumber(redis.call('HGET', key, fieldname) or '0') or 0
 end
+local function refresh(key, seconds)
+  if seconds > 0 and redis.call('EXISTS', key) == 1 then redis.call('EXPIRE', key, seconds) end
+end
 """
 
 # KEYS: context, seen, facts, session facts, memory, pending.
@@ -275,9 +278,6 @@ local replies_kept = tonumber(ARGV[20])
 local ctx, pending, seen, facts, session, memory = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local record = {st='done', ts=now, r=ARGV[4]}
 local due, dropped, extract_due, stored = 0, 0, 0, 0
-local function refresh(key, seconds)
-  if seconds > 0 and redis.call('EXISTS', key) == 1 then redis.call('EXPIRE', key, seconds) end
-end
 local owned = false
 local current = redis.call('HGET', seen, sid)
 if current then
@@ -424,11 +424,7 @@ end
 local summarized = math.max(num(ctx, 'summarized_seq'), upto)
 local count = num(ctx, 'seq') - summarized
 redis.call('HSET', ctx, 'summary', ARGV[4], 'summarized_seq', summarized, 'message_count_since_summary', count)
-if ttl > 0 then
-  for j = 1, #KEYS do
-    if redis.call('EXISTS', KEYS[j]) == 1 then redis.call('EXPIRE', KEYS[j], ttl) end
-  end
-end
+refresh(ctx, ttl); refresh(pending, ttl)
 return {1, count, 'applied'}
 """
 

@@ -16,6 +16,7 @@ from twilio.request_validator import (
 )
 
 from bot import twiml
+from bot.config import E164
 from bot.conversation import FALLBACK_REPLY, Conversation, InboundMessage
 from bot.exceptions import InvalidInbound
 from bot.logs import mask_phone
@@ -25,7 +26,6 @@ log = structlog.get_logger(__name__)
 
 bp = Blueprint("webhook", __name__)
 
-_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
 #: MessageSid: two letters (SM, MM) and 32 hex digits.
 _SID = re.compile(r"^[A-Za-z]{2}[0-9a-fA-F]{32}$")
 #: Twilio posts at most 10 media items per message.
@@ -60,7 +60,7 @@ def parse_inbound(form: dict[str, str] | object) -> InboundMessage:
     if not sender.startswith("whatsapp:"):
         raise InvalidInbound("not a WhatsApp sender")
     user = sender.removeprefix("whatsapp:")
-    if not _E164.match(user):
+    if not E164.match(user):
         raise InvalidInbound("From is not a whatsapp:+E164 number")
     sid = (get("MessageSid") or get("SmsMessageSid") or "").strip()
     if not _SID.match(sid):

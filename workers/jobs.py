@@ -28,15 +28,6 @@ def services() -> Services:
     return build_services(settings)
 
 
-def fact_rules(s: Services) -> FactRules:
-    """Return the storage rules from settings."""
-    return FactRules(
-        threshold=s.settings.EXTRACTION_CONFIDENCE,
-        max_facts=s.settings.MAX_FACTS_PER_USER,
-        conflict_margin=s.settings.CONFLICT_MARGIN,
-    )
-
-
 def _bind(job_kind: str, user: str) -> None:
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(job=job_kind, job_run=uuid.uuid4().hex[:12], user=mask_phone(user))
@@ -80,7 +71,7 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
         s.llm,
         s.prompts.extraction,
         model=s.settings.extraction_model,
-        rules=fact_rules(s),
+        rules=FactRules.from_settings(s.settings),
         now=time.time(),
         token=token,
     )
