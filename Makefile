@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 
 ## run: the bot (web + worker from the Procfile); embedded Redis and stand-in model when unset
 run: $(STAMP)
-	$(BIN)/python -m bot.devrun
+	$(BIN)/python -m bot.dev.runner
 
 ## test: every test, unit and integration
 test: $(STAMP)

@@ -41,7 +41,7 @@ from twilio.request_validator import RequestValidator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.embedded import free_port, start_embedded_redis  # noqa: E402
+from bot.dev.embedded import free_port, start_embedded_redis  # noqa: E402
 
 TOKEN = "bench-auth-token"
 WORDS = (
@@ -451,7 +451,7 @@ def main() -> int:
         redis_url = embedded.url
     model_port = free_port()
     model = subprocess.Popen(
-        [sys.executable, "-m", "bot.standin", "--port", str(model_port), "--latency-ms", str(args.latency_ms),
+        [sys.executable, "-m", "bot.dev.standin", "--port", str(model_port), "--latency-ms", str(args.latency_ms),
          "--reply-chars", str(args.reply_chars), "--record", "usage"],
         cwd=ROOT, stderr=subprocess.DEVNULL,
     )

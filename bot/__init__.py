@@ -1,65 +1,22 @@
-"""WhatsApp GPT bot: a Twilio webhook that answers from compact per-user Redis context."""
+"""WhatsApp GPT bot: a Twilio webhook that answers from compact per-user Redis context.
+
+The package is layered; README's Layout section draws it. `create_app` (bot/app.py) is
+imported lazily here, so importing any one layer does not pull in the whole app.
+"""
 
 from __future__ import annotations
 
-import structlog
-from flask import Flask
-from twilio.request_validator import RequestValidator
-from werkzeug.middleware.proxy_fix import ProxyFix
+from typing import TYPE_CHECKING, Any
 
-from bot.config import Settings, load_settings
-from bot.exceptions import ConfigError
-from bot.logs import configure_logging
-from bot.services import Services, build_services
+if TYPE_CHECKING:
+    from flask import Flask
 
 
-def create_app(settings: Settings | None = None, services: Services | None = None) -> Flask:
-    """Build the Flask app; settings come from the environment unless given."""
-    settings = settings or load_settings()
-    configure_logging(settings.LOG_LEVEL, settings.log_json)
-    services = services or build_services(settings)
-    if settings.ORG_FACTS_FILE is not None:
-        load_org_facts(services, settings.ORG_FACTS_FILE)
+def create_app(*args: Any, **kwargs: Any) -> "Flask":
+    """Build the Flask app (gunicorn calls `bot:create_app()`); see bot.app.create_app."""
+    from bot.app import create_app as factory
 
-    app = Flask(__name__)
-    app.config["BOT_SETTINGS"] = settings
-    # Twilio posts small forms; anything bigger is not Twilio.
-    app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
-    app.extensions["bot.validator"] = RequestValidator(settings.TWILIO_AUTH_TOKEN)
-    app.extensions["bot.services"] = services
-    app.extensions["bot.store"] = services.store
-    app.extensions["bot.conversation"] = services.conversation
-    if settings.TRUST_FORWARDED_HEADERS:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1, x_port=1, x_prefix=1)  # type: ignore[method-assign]
-
-    from bot import admin, health, webhook
-
-    app.register_blueprint(webhook.bp)
-    app.register_blueprint(health.bp)
-    app.register_blueprint(admin.bp)
-    structlog.get_logger(__name__).info(
-        "app.started",
-        env=settings.APP_ENV,
-        model=settings.OPENAI_MODEL,
-        model_standin=settings.MODEL_STANDIN,
-        strategy=settings.CONTEXT_STRATEGY,
-    )
-    return app
+    return factory(*args, **kwargs)
 
 
-def load_org_facts(services: Services, path: object) -> None:
-    """Load ORG_FACTS_FILE at startup; a bad file stops the process, naming the setting."""
-    from pathlib import Path
-
-    from bot.exceptions import StoreUnavailable
-    from bot.operations import OperationError, load_org_file
-
-    try:
-        load_org_file(services.facts, Path(str(path)))
-    except (OSError, ValueError, OperationError) as err:
-        raise ConfigError(f"ORG_FACTS_FILE: cannot load {path}: {err}") from err
-    except StoreUnavailable as err:  # start anyway; /readyz reports Redis
-        structlog.get_logger(__name__).error("org_facts.not_loaded", error=str(err))
-
-
-__all__ = ["create_app", "Settings", "load_settings"]
+__all__ = ["create_app"]

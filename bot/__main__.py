@@ -1,5 +1,5 @@
 """`python -m bot …`: the operator and developer commands."""
 
-from bot.cli import main
+from bot.ops.cli import main
 
 raise SystemExit(main())

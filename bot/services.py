@@ -1,26 +1,41 @@
-"""Build the bot's collaborators once, from settings; the app, CLI and jobs share this."""
+"""Build the bot's collaborators once, from settings; the app, CLI and jobs share this.
+
+This is the one place that knows every layer: it connects Redis, builds the stores, the
+queue and the model client, and puts the message path's steps in order.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from bot.config import MODEL_DEADLINE_S, Settings
-from bot.conversation import Conversation
-from bot.llm import LLMClient, make_openai_client
-from bot.prompts import Prompt, load_prompt
-from bot.queueing import JobQueue
-from bot.store import ContextStore, FactStore, SummaryPolicy
-from bot.tokens import TokenCounter
+from bot.conversation.pipeline import Pipeline, Step
+from bot.conversation.steps import (
+    ClaimStep,
+    CommandStep,
+    CommitStep,
+    HandOffStep,
+    JudgeStep,
+    MemoryStep,
+    ModelStep,
+    PromptStep,
+)
+from bot.jobs.queue import JobQueue
+from bot.llm.client import LLMClient, make_openai_client
+from bot.llm.prompts import Prompt, load_prompt
+from bot.llm.tokens import TokenCounter
+from bot.storage.connection import make_redis
+from bot.storage.context import ContextStore
+from bot.storage.facts import FactStore
+from bot.storage.keys import Ttls
+from bot.storage.memory_meta import MemoryMetaStore
+from bot.storage.triggers import SummaryPolicy
+from bot.users.data import UserData
 
 #: With the full-history baseline every pair stays "recent".
 FULL_HISTORY_PAIRS = 1_000_000
-
-#: One quick retry covers a dropped connection; more would hold up the reply during an outage.
-REDIS_RETRY = Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1)
 
 
 @dataclass(frozen=True)
@@ -40,36 +55,60 @@ class Services:
     redis: redis.Redis
     store: ContextStore
     facts: FactStore
+    meta: MemoryMetaStore
     llm: LLMClient
     counter: TokenCounter
     prompts: Prompts
     jobs: JobQueue
-    conversation: Conversation
+    users: UserData
+    pipeline: Pipeline
 
 
-def make_redis(url: str, decode_responses: bool = True) -> redis.Redis:
-    """Connect lazily to Redis with short timeouts, so an outage degrades fast."""
-    return redis.Redis.from_url(
-        url,
-        decode_responses=decode_responses,
-        socket_connect_timeout=2,
-        socket_timeout=5,
-        retry=REDIS_RETRY,
-        health_check_interval=30,
+def build_steps(
+    settings: Settings,
+    users: UserData,
+    llm: LLMClient,
+    counter: TokenCounter,
+    system_prompt: Prompt,
+    with_memory: bool,
+) -> list[Step]:
+    """Return the steps of the message path, in order (bot/conversation/pipeline.py).
+
+    Without memory (the full-history baseline) there are no facts and no background jobs.
+    """
+    facts = users.facts if with_memory else None
+    jobs = users.jobs if with_memory else None
+    return [
+        ClaimStep(users.store, settings),
+        CommandStep(settings, users, memory_commands=with_memory),
+        MemoryStep(settings, facts, counter),
+        PromptStep(settings, counter, system_prompt),
+        ModelStep(settings, llm, system_prompt),
+        JudgeStep(settings),
+        CommitStep(users.store),
+        HandOffStep(users.store, jobs),
+    ]
+
+
+def ttls_from(settings: Settings) -> Ttls:
+    """Return the TTL rules (bot/storage/keys.py) in seconds."""
+    return Ttls(
+        context=settings.CONTEXT_TTL_DAYS * 86400,
+        facts=settings.FACTS_TTL_DAYS * 86400,
+        session=settings.SESSION_FACTS_TTL_HOURS * 3600,
     )
 
 
 def build_services(settings: Settings, client: redis.Redis | None = None) -> Services:
-    """Wire Redis, the store, the queue, the model client and the conversation together."""
+    """Wire Redis, the stores, the queue, the model client and the message path together."""
     client = client or make_redis(settings.REDIS_URL)
     full = settings.CONTEXT_STRATEGY == "full_history"
+    ttls = ttls_from(settings)
     store = ContextStore(
         client,
         recent_pairs=FULL_HISTORY_PAIRS if full else settings.RECENT_PAIRS,
         dedup_keep=settings.DEDUP_KEEP,
-        ttl_seconds=settings.CONTEXT_TTL_DAYS * 86400,
-        facts_ttl_seconds=settings.FACTS_TTL_DAYS * 86400,
-        session_ttl_seconds=settings.SESSION_FACTS_TTL_HOURS * 3600,
+        ttls=ttls,
         policy=SummaryPolicy(
             extract_every_n_pairs=0 if full else settings.EXTRACTION_INTERVAL,
             every_n_pairs=FULL_HISTORY_PAIRS if full else settings.SUMMARY_EVERY_N_PAIRS,
@@ -78,11 +117,8 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
             max_bytes=10**9 if full else settings.PENDING_MAX_BYTES,
         ),
     )
-    facts = FactStore(
-        client,
-        facts_ttl_seconds=settings.FACTS_TTL_DAYS * 86400,
-        session_ttl_seconds=settings.SESSION_FACTS_TTL_HOURS * 3600,
-    )
+    facts = FactStore(client, facts_ttl_seconds=ttls.facts, session_ttl_seconds=ttls.session)
+    meta = MemoryMetaStore(client, ttl_seconds=ttls.facts)
     # RQ stores pickled payloads, so its connection must not decode responses.
     jobs = JobQueue(make_redis(settings.REDIS_URL, decode_responses=False), settings.retry_intervals)
     llm = LLMClient(
@@ -98,13 +134,6 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         summary=load_prompt("summary", settings.PROMPTS_DIR),
         extraction=load_prompt("extract_facts", settings.PROMPTS_DIR),
     )
-    conversation = Conversation(
-        settings=settings,
-        store=store,
-        llm=llm,
-        counter=counter,
-        system_prompt=prompts.reply,
-        jobs=None if full else jobs,
-        facts=None if full else facts,
-    )
-    return Services(settings, client, store, facts, llm, counter, prompts, jobs, conversation)
+    users = UserData(client, store, facts, meta, jobs)
+    pipeline = Pipeline(build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full), store)
+    return Services(settings, client, store, facts, meta, llm, counter, prompts, jobs, users, pipeline)

@@ -15,9 +15,10 @@ from twilio.request_validator import RequestValidator
 
 from bot import create_app
 from bot.config import Settings, load_settings
-from bot.embedded import start_embedded_redis
+from bot.dev.embedded import start_embedded_redis
+from bot.dev.standin import StandinModel
 from bot.services import build_services
-from bot.standin import StandinModel
+from bot.storage.records import Fact
 
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
 USER = "+14155550100"
@@ -144,6 +145,13 @@ def inbound_form(body: str = "", user: str = USER, sid: str | None = None, **ext
     return form
 
 
+def fact(key: str, value: str, confidence: float = 0.9, importance: float = 0.5, source: str = "auto",
+         category: str = "other", **kw: Any) -> Fact:
+    """Return a Fact with test defaults."""
+    return Fact(key=key, value=value, confidence=confidence, importance=importance, source=source,
+                category=category, **kw)
+
+
 def sign(form: dict[str, str], url: str = f"{BASE_URL}/whatsapp", token: str = AUTH_TOKEN) -> str:
     """Return the X-Twilio-Signature Twilio would send."""
     return RequestValidator(token).compute_signature(url, form)
@@ -184,8 +192,8 @@ def run_worker(worker_env: Settings, redis_url: str):  # type: ignore[no-untyped
     """Run queued jobs to completion with RQ's SimpleWorker on the real Redis."""
     from rq import Queue, SimpleWorker
 
-    from bot.queueing import FACTS_QUEUE, SUMMARY_QUEUE
-    from bot.services import make_redis
+    from bot.jobs.queue import FACTS_QUEUE, SUMMARY_QUEUE
+    from bot.storage.connection import make_redis
 
     connection = make_redis(redis_url, decode_responses=False)
 

@@ -11,11 +11,13 @@ from typing import Any
 import structlog
 
 from bot.config import load_settings
-from bot.extraction import FactRules, extract_facts, unread_pairs
-from bot.logs import configure_logging, mask_phone
-from bot.metrics import EXTRACTIONS, SUMMARIES
+from bot.conversation.summary import summarize_conversation
+from bot.memory.extraction import extract_facts, unread_pairs
+from bot.memory.rules import FactRules
+from bot.observability.logs import configure_logging, mask_phone
+from bot.observability.metrics import EXTRACTIONS, SUMMARIES
 from bot.services import Services, build_services
-from bot.summary import summarize_conversation
+from bot.storage.triggers import EXTRACTION, SUMMARY
 
 log = structlog.get_logger(__name__)
 
@@ -57,9 +59,9 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
     """Extract durable facts from the user's newest pairs into their memory."""
     _bind("extraction", user)
     s = services()
-    meta = s.facts.meta(user)
+    meta = s.meta.meta(user)
     if meta.get("opted_out") == "1":
-        s.facts.release_extraction(user, token)
+        s.store.release_trigger(user, EXTRACTION, token)
         EXTRACTIONS.labels(result="skipped").inc()
         log.info("extraction.skipped", reason="opted_out")
         return {"status": "skipped_opted_out"}
@@ -75,6 +77,8 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
         now=time.time(),
         token=token,
     )
+    if result.status == "nothing_new":
+        s.store.release_trigger(user, EXTRACTION, token)
     EXTRACTIONS.labels(result=result.status).inc()
     return {"status": result.status, "pairs": result.pairs, **result.stats.as_dict()}
 
@@ -93,7 +97,7 @@ def summary_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) 
     SUMMARIES.labels(result="failed").inc()
     user, token, final = _failed("summary", job, exc_type, exc)
     if final and user:
-        services().store.release_summary(user, token)
+        services().store.release_trigger(user, SUMMARY, token)
 
 
 def extraction_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -101,4 +105,4 @@ def extraction_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: An
     EXTRACTIONS.labels(result="failed").inc()
     user, token, final = _failed("extraction", job, exc_type, exc)
     if final and user:
-        services().facts.release_extraction(user, token)
+        services().store.release_trigger(user, EXTRACTION, token)

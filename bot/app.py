@@ -1,0 +1,59 @@
+"""The Flask app factory: settings in, the webhook, health and admin routes wired."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+from flask import Flask
+from twilio.request_validator import RequestValidator
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from bot.channels.twilio import routes as twilio_routes
+from bot.config import Settings, load_settings
+from bot.exceptions import ConfigError, StoreUnavailable
+from bot.observability.logs import configure_logging
+from bot.ops import admin, health
+from bot.services import Services, build_services
+from bot.users.memory import OperationError, load_org_file
+
+
+def create_app(settings: Settings | None = None, services: Services | None = None) -> Flask:
+    """Build the Flask app; settings come from the environment unless given."""
+    settings = settings or load_settings()
+    configure_logging(settings.LOG_LEVEL, settings.log_json)
+    services = services or build_services(settings)
+    if settings.ORG_FACTS_FILE is not None:
+        load_org_facts(services, settings.ORG_FACTS_FILE)
+
+    app = Flask("bot")
+    app.config["BOT_SETTINGS"] = settings
+    # Twilio posts small forms; anything bigger is not Twilio.
+    app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
+    app.extensions["bot.validator"] = RequestValidator(settings.TWILIO_AUTH_TOKEN)
+    app.extensions["bot.services"] = services
+    app.extensions["bot.pipeline"] = services.pipeline
+    if settings.TRUST_FORWARDED_HEADERS:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1, x_port=1, x_prefix=1)  # type: ignore[method-assign]
+
+    app.register_blueprint(twilio_routes.bp)
+    app.register_blueprint(health.bp)
+    app.register_blueprint(admin.bp)
+    structlog.get_logger(__name__).info(
+        "app.started",
+        env=settings.APP_ENV,
+        model=settings.OPENAI_MODEL,
+        model_standin=settings.MODEL_STANDIN,
+        strategy=settings.CONTEXT_STRATEGY,
+    )
+    return app
+
+
+def load_org_facts(services: Services, path: Path) -> None:
+    """Load ORG_FACTS_FILE at startup; a bad file stops the process, naming the setting."""
+    try:
+        load_org_file(services.facts, Path(str(path)))
+    except (OSError, ValueError, OperationError) as err:
+        raise ConfigError(f"ORG_FACTS_FILE: cannot load {path}: {err}") from err
+    except StoreUnavailable as err:  # start anyway; /readyz reports Redis
+        structlog.get_logger(__name__).error("org_facts.not_loaded", error=str(err))

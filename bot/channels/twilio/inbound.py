@@ -1,0 +1,73 @@
+"""Twilio's side of an inbound message: the signature check and parsing the posted form."""
+
+from __future__ import annotations
+
+import re
+
+from flask import Request
+from twilio.request_validator import (
+    SIGNATURE_HEADER,
+    SIGNATURE_SETTINGS_HEADER,
+    RequestValidator,
+    get_signature_algorithm,
+)
+
+from bot.config import E164
+from bot.conversation.messages import InboundMessage
+from bot.exceptions import InvalidInbound
+
+#: MessageSid: two letters (SM, MM) and 32 hex digits.
+_SID = re.compile(r"^[A-Za-z]{2}[0-9a-fA-F]{32}$")
+#: Twilio posts at most 10 media items per message.
+MAX_MEDIA = 10
+
+
+def signed_url(request: Request, base: str | None) -> str:
+    """Return the URL Twilio signed: `base` (PUBLIC_BASE_URL) + path when set, else the one called."""
+    if base:
+        query = request.query_string.decode("latin-1")
+        return f"{base}{request.path}" + (f"?{query}" if query else "")
+    return request.url
+
+
+def signature_ok(request: Request, validator: RequestValidator, base: str | None) -> bool:
+    """Check X-Twilio-Signature over the signed URL and every POSTed parameter."""
+    signature = request.headers.get(SIGNATURE_HEADER, "")
+    if not signature:
+        return False
+    algorithm = get_signature_algorithm(request.headers.get(SIGNATURE_SETTINGS_HEADER))
+    return validator.validate(signed_url(request, base), request.form, signature, algorithm=algorithm)
+
+
+def parse_inbound(form: dict[str, str] | object) -> InboundMessage:
+    """Turn Twilio's inbound form into an InboundMessage, or raise InvalidInbound."""
+    get = form.get  # type: ignore[attr-defined]
+    sender = (get("From") or "").strip()
+    if not sender:
+        raise InvalidInbound("missing From")
+    if not sender.startswith("whatsapp:"):
+        raise InvalidInbound("not a WhatsApp sender")
+    user = sender.removeprefix("whatsapp:")
+    if not E164.match(user):
+        raise InvalidInbound("From is not a whatsapp:+E164 number")
+    sid = (get("MessageSid") or get("SmsMessageSid") or "").strip()
+    if not _SID.match(sid):
+        raise InvalidInbound("missing or malformed MessageSid")
+    try:
+        num_media = int(get("NumMedia") or 0)
+    except ValueError:
+        raise InvalidInbound("NumMedia is not a number") from None
+    if not 0 <= num_media <= MAX_MEDIA:
+        raise InvalidInbound("NumMedia out of range")
+    media = tuple(
+        (get(f"MediaContentType{i}") or "application/octet-stream").strip().lower()
+        for i in range(num_media)
+    )
+    return InboundMessage(
+        user=user,
+        sid=sid,
+        body=get("Body") or "",
+        media_types=media,
+        has_location=bool(get("Latitude") and get("Longitude")),
+        profile_name=(get("ProfileName") or "")[:100],
+    )

@@ -1,0 +1,72 @@
+"""POST /whatsapp: Twilio's webhook. Checks the request, hands the message to the pipeline,
+answers with TwiML. Knows nothing of context."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import structlog
+from flask import Blueprint, Response, current_app, request
+
+from bot.channels.twilio import outbound
+from bot.channels.twilio.inbound import parse_inbound, signature_ok
+from bot.conversation.pipeline import Pipeline
+from bot.conversation.replies import FALLBACK_REPLY
+from bot.exceptions import InvalidInbound
+from bot.observability.logs import mask_phone
+from bot.observability.metrics import REPLY_SECONDS
+
+log = structlog.get_logger(__name__)
+
+bp = Blueprint("webhook", __name__)
+
+
+def _twiml(body: str, status: int = 200) -> Response:
+    return Response(body, status=status, mimetype="application/xml")
+
+
+@bp.post("/whatsapp")
+def whatsapp() -> Response:
+    """Answer one inbound WhatsApp message with TwiML."""
+    started = time.perf_counter()
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(
+        request_id=request.headers.get("X-Request-Id") or uuid.uuid4().hex[:16],
+        user=mask_phone(request.form.get("From")),
+    )
+    validator = current_app.extensions["bot.validator"]
+    if not signature_ok(request, validator, current_app.config["BOT_SETTINGS"].PUBLIC_BASE_URL):
+        log.warning("webhook.rejected", reason="bad_signature", url_host=request.host)
+        return Response("invalid signature\n", status=403, mimetype="text/plain")
+    try:
+        msg = parse_inbound(request.form)
+    except InvalidInbound as err:
+        log.warning("webhook.rejected", reason="bad_form", detail=str(err))
+        return Response(f"bad request: {err}\n", status=400, mimetype="text/plain")
+    structlog.contextvars.bind_contextvars(message_sid=msg.sid)
+    log.info("webhook.received", chars=len(msg.body), media=len(msg.media_types))
+    log.debug("webhook.body", body=msg.body)
+
+    pipeline: Pipeline = current_app.extensions["bot.pipeline"]
+    try:
+        outcome = pipeline.handle(msg)
+    except Exception:
+        log.exception("webhook.failed")
+        return _twiml(outbound.render(FALLBACK_REPLY))
+    elapsed = time.perf_counter() - started
+    REPLY_SECONDS.observe(elapsed)
+    log.info(
+        "webhook.replied",
+        status=outcome.status,
+        reason=outcome.reason,
+        stored=outcome.stored,
+        duration_ms=round(elapsed * 1000, 1),
+        model_ms=round(outcome.model_s * 1000, 1),
+    )
+    response = _twiml(outbound.render(outcome.reply))
+    # Standard Server-Timing: lets operators (and bench/) see our overhead apart from the model's.
+    response.headers["Server-Timing"] = (
+        f"app;dur={elapsed * 1000:.2f}, model;dur={outcome.model_s * 1000:.2f}"
+    )
+    return response

@@ -1,0 +1,117 @@
+"""The message path: one handler runs each inbound message through named steps, in order.
+
+    claim -> command -> memory -> prompt -> model -> judge -> commit -> hand-off
+
+Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
+reply (a command, a message with no text, the judge) makes the answering steps after it
+stand aside; `commit` and `hand-off` still run, because they record what happened. A
+duplicate or a message still in flight stops the turn at `claim`.
+
+Where a new step goes: entity matching before `memory`, task extraction before `prompt`,
+each as one more entry in `build_steps`, reading and writing fields of the Turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from bot.conversation import filtering
+from bot.conversation.messages import InboundMessage, Outcome
+from bot.conversation.prompt import BuiltPrompt
+from bot.exceptions import StoreUnavailable
+from bot.llm.client import Completion
+from bot.storage.context import Claim, CommitResult, Context, ContextStore, Memory
+from bot.storage.records import Pair
+
+
+@dataclass
+class Turn:
+    """One message on its way through the steps, and everything they found out."""
+
+    msg: InboundMessage
+    claim: Claim | None = None  # None: Redis was unreachable, so answer without memory, store nothing
+    context: Context = field(default_factory=Context)
+    text: str | None = None  # what enters the prompt
+    topic_shift: bool = False
+    memory_block: str = ""
+    prompt: BuiltPrompt | None = None
+    completion: Completion | None = None  # None after a model failure
+    pair: Pair | None = None  # the valid exchange to store
+    reply: str | None = None  # set once the reply is settled
+    status: str = "answered"  # answered, duplicate, inflight, degraded, command
+    reason: str = filtering.REASON_OK
+    touch_context: bool = True  # False right after an erase: store nothing
+    commit: CommitResult | None = None
+    stopped: bool = False  # nothing more to do, not even recording (a duplicate, one in flight)
+
+    @property
+    def memory(self) -> Memory:
+        """The user's stored facts and memory settings, as the claim loaded them."""
+        return self.claim.memory if self.claim is not None else Memory()
+
+    def settle(self, reply: str, reason: str | None = None, status: str | None = None) -> None:
+        """Fix the reply; the answering steps after this one stand aside."""
+        self.reply = reply
+        if reason is not None:
+            self.reason = reason
+        if status is not None:
+            self.status = status
+
+    def outcome(self) -> Outcome:
+        """Return what the channel answers and logs."""
+        commit = self.commit
+        return Outcome(
+            reply=self.reply or "",
+            status=self.status,
+            reason=self.reason,
+            stored=commit.pair_stored if commit else False,
+            count_since_summary=commit.count_since_summary if commit else None,
+            model_s=self.completion.duration_s if self.completion else 0.0,
+            prompt_tokens=self.prompt.tokens if self.prompt else 0,
+            seq=commit.seq if commit else None,
+        )
+
+
+class Step(Protocol):
+    """One named stage of the message path."""
+
+    name: str
+    #: True for steps that record the turn (commit, hand-off): they run after the reply is settled.
+    records: bool
+
+    def __call__(self, turn: Turn) -> None:
+        """Do this step's part of the turn."""
+
+
+class Pipeline:
+    """Answer messages exactly once, from compact context, through the steps in order."""
+
+    def __init__(self, steps: Sequence[Step], store: ContextStore) -> None:
+        self.steps = tuple(steps)
+        self.store = store
+
+    @property
+    def step_names(self) -> tuple[str, ...]:
+        """Return the names of the steps, in the order they run."""
+        return tuple(step.name for step in self.steps)
+
+    def handle(self, msg: InboundMessage) -> Outcome:
+        """Answer one inbound message and record it."""
+        turn = Turn(msg)
+        try:
+            for step in self.steps:
+                if turn.stopped:
+                    break
+                if turn.reply is not None and not step.records:
+                    continue
+                step(turn)
+        except BaseException:
+            # Unexpected failure: forget the claim so a redelivery can try again.
+            if turn.claim is not None:
+                try:
+                    self.store.release(msg.user, turn.claim, msg.sid)
+                except StoreUnavailable:
+                    pass
+            raise
+        return turn.outcome()

@@ -1,0 +1,98 @@
+"""Build the reply prompt from compact context, within the token budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.llm.tokens import TOKENS_PER_MESSAGE, TOKENS_PER_REPLY, TokenCounter
+from bot.storage.context import Context
+from bot.storage.records import Pair
+
+SUMMARY_HEADER = "Summary of the earlier conversation (for context only):\n"
+
+
+@dataclass(frozen=True)
+class BuiltPrompt:
+    """The messages sent to the model and how they were fitted to the budget."""
+
+    messages: list[dict[str, str]]
+    tokens: int
+    pairs_used: int
+    pairs_dropped: int
+    summary_truncated: bool
+    user_truncated: bool
+
+
+def _pair_messages(pairs: list[Pair]) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    for pair in pairs:
+        out.append({"role": "user", "content": pair.user})
+        out.append({"role": "assistant", "content": pair.assistant})
+    return out
+
+
+def build_prompt(
+    system_prompt: str,
+    context: Context,
+    user_text: str,
+    counter: TokenCounter,
+    *,
+    max_tokens: int | None,
+    max_user_tokens: int,
+    memory_block: str = "",
+) -> BuiltPrompt:
+    """Return system prompt, memory, summary, recent pairs and the message, within max_tokens.
+
+    The memory block (already capped by its selection) is kept whole, like the system prompt.
+    The oldest pairs go first, then the summary is shortened; the message itself is cut
+    to max_user_tokens, and further only if nothing else is left to give.
+    With max_tokens None (the full-history baseline) nothing is dropped.
+    """
+    user_truncated = False
+    if max_tokens is not None and counter.count(user_text) > max_user_tokens:
+        user_text = counter.truncate(user_text, max_user_tokens)
+        user_truncated = True
+    summary = context.summary.strip()
+    pairs = list(context.recent)
+
+    def cost(text: str) -> int:
+        return TOKENS_PER_MESSAGE + counter.count(text)
+
+    # Each piece is counted once; dropping a pair subtracts its cost.
+    fixed = TOKENS_PER_REPLY + cost(system_prompt) + cost(user_text)
+    if memory_block:
+        fixed += cost(memory_block)
+    summary_cost = cost(SUMMARY_HEADER + summary) if summary else 0
+    pair_costs = [cost(p.user) + cost(p.assistant) for p in pairs]
+    total = fixed + summary_cost + sum(pair_costs)
+
+    dropped = 0
+    summary_truncated = False
+    if max_tokens is not None:
+        while total > max_tokens and pairs:
+            pairs.pop(0)
+            total -= pair_costs.pop(0)
+            dropped += 1
+        if total > max_tokens and summary:
+            room = max_tokens - fixed - cost(SUMMARY_HEADER) - 2
+            summary = counter.truncate(summary, room) if room > 20 else ""
+            summary_truncated = True
+            summary_cost = cost(SUMMARY_HEADER + summary) if summary else 0
+            total = fixed + summary_cost
+            if total > max_tokens:  # token boundaries can shift by one or two on re-encoding
+                summary, total = "", fixed
+        if total > max_tokens:
+            # Only the system prompt and the message are left: cut the message to fit.
+            room = max_tokens - (fixed - cost(user_text)) - TOKENS_PER_MESSAGE - 2
+            user_text = counter.truncate(user_text, max(room, 1))
+            user_truncated = True
+
+    messages = [{"role": "system", "content": system_prompt}]
+    if memory_block:
+        messages.append({"role": "system", "content": memory_block})
+    if summary:
+        messages.append({"role": "system", "content": SUMMARY_HEADER + summary})
+    messages += _pair_messages(pairs)
+    messages.append({"role": "user", "content": user_text})
+    tokens = counter.count_messages(messages) if user_truncated or summary_truncated else total
+    return BuiltPrompt(messages, tokens, len(pairs), dropped, summary_truncated, user_truncated)

@@ -1,0 +1,36 @@
+"""What the bot says when the model does not: apologies, refusals and command confirmations."""
+
+FALLBACK_REPLY = "Sorry, I can't answer right now. Please try again in a minute."
+NON_TEXT_REPLY = "Thanks! I can only read text messages for now. Could you type your question?"
+EMPTY_MESSAGE_REPLY = "I received an empty message. What would you like to ask?"
+RESET_REPLY = (
+    "Done: I've cleared our conversation and we're starting fresh. "
+    "Facts you asked me to remember are kept; say \"delete my data\" to erase everything."
+)
+OPERATOR_RESET_REPLY = "Reset done for {target}."
+OPT_OUT_REPLY = (
+    "Okay: from now on I won't learn new facts about you. What I already know stays until you "
+    "say \"delete my data\"; say \"remember me again\" to turn memory back on."
+)
+OPT_IN_REPLY = "Okay: I'll remember useful facts about you again. Say \"stop remembering me\" to turn it off."
+ERASE_CONFIRM_REPLY = (
+    "This will permanently erase everything I have stored about you: our conversation and "
+    "every fact I remember. Reply YES within {minutes} minutes to confirm; anything else cancels."
+)
+ERASED_REPLY = "Done: everything I had stored about you has been erased."
+
+#: Placeholder stored for media when MEDIA_PLACEHOLDERS is on, by MIME type family.
+MEDIA_PLACEHOLDERS = {
+    "image": "[Image received]",
+    "audio": "[Voice message received]",
+    "video": "[Video received]",
+    "application": "[Document received]",
+}
+
+
+def media_placeholder(media_types: tuple[str, ...], has_location: bool) -> str:
+    """Return the placeholder text that stands for attachments."""
+    parts = [MEDIA_PLACEHOLDERS.get(t.split("/", 1)[0], "[Attachment received]") for t in media_types]
+    if has_location:
+        parts.append("[Location received]")
+    return " ".join(parts)

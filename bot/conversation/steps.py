@@ -1,0 +1,391 @@
+"""The steps of the message path, in the order they run (see pipeline.py).
+
+Each step is a small class: built once with its collaborators, then called with a Turn.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import structlog
+
+from bot.config import Settings
+from bot.conversation import commands, filtering
+from bot.conversation.pipeline import Turn
+from bot.conversation.prompt import build_prompt
+from bot.conversation.replies import (
+    EMPTY_MESSAGE_REPLY,
+    ERASE_CONFIRM_REPLY,
+    ERASED_REPLY,
+    FALLBACK_REPLY,
+    NON_TEXT_REPLY,
+    OPERATOR_RESET_REPLY,
+    OPT_IN_REPLY,
+    OPT_OUT_REPLY,
+    RESET_REPLY,
+    media_placeholder,
+)
+from bot.exceptions import LLMUnavailable, StoreUnavailable
+from bot.jobs.queue import JobQueue
+from bot.llm.client import LLMClient
+from bot.llm.prompts import Prompt
+from bot.llm.tokens import TokenCounter
+from bot.memory.selection import select_memory
+from bot.observability.metrics import MESSAGES
+from bot.storage.context import Claim, CommitResult, Context, ContextStore
+from bot.storage.facts import FactStore
+from bot.storage.records import STORED_TEXT_CHARS, Pair, clip, decode_facts
+from bot.storage.triggers import SUMMARY
+from bot.users.data import UserData
+from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out
+
+log = structlog.get_logger(__name__)
+
+#: How often a redelivery polls for the first attempt's answer while it is in flight.
+INFLIGHT_POLL_S = 0.2
+
+
+class ClaimStep:
+    """Claim the MessageSid and load the user's context; a redelivery gets the first reply."""
+
+    name = "claim"
+    records = False
+
+    def __init__(self, store: ContextStore, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.store = store
+        self.wait_s = settings.DEDUP_WAIT_S
+        self.sleep = sleep
+
+    def __call__(self, turn: Turn) -> None:
+        try:
+            claim = self._claim(turn.msg.user, turn.msg.sid)
+        except StoreUnavailable as err:
+            log.error("store.unavailable", stage="claim", error=str(err))
+            turn.status = "degraded"  # answer from the message alone; nothing is remembered
+            return
+        if claim.status == "duplicate":
+            log.info("message.duplicate", replayed=claim.reply is not None)
+            turn.settle(claim.reply or "", status="duplicate")
+            turn.stopped = True
+        elif claim.status == "inflight":
+            log.warning("message.inflight_timeout")
+            turn.settle("", status="inflight")
+            turn.stopped = True
+        else:
+            turn.claim, turn.context = claim, claim.context
+
+    def _claim(self, user: str, sid: str) -> Claim:
+        """Claim the MessageSid, waiting a bounded time if a first attempt is in flight."""
+        deadline = time.monotonic() + self.wait_s
+        claim = self.store.claim(user, sid)
+        while claim.status == "inflight" and time.monotonic() < deadline:
+            self.sleep(INFLIGHT_POLL_S)
+            claim = self.store.claim(user, sid)
+        return claim
+
+
+class CommandStep:
+    """Read the message's text (or refuse it politely) and carry out a command if it is one."""
+
+    name = "command"
+    records = False
+
+    def __init__(self, settings: Settings, users: UserData, memory_commands: bool) -> None:
+        self.settings = settings
+        self.users = users
+        self.memory_commands = memory_commands  # opt-out, opt-in and erase; off for the baseline
+        self.reset_phrases = commands.parse_phrases(settings.RESET_PHRASES)
+        self.topic_phrases = commands.parse_phrases(settings.TOPIC_SHIFT_PHRASES)
+
+    def __call__(self, turn: Turn) -> None:
+        turn.text, reason = self._text(turn)
+        if turn.text is None:
+            reply = NON_TEXT_REPLY if reason == filtering.REASON_NON_TEXT else EMPTY_MESSAGE_REPLY
+            if turn.claim is None:  # Redis down: as before it was, the one refusal for all
+                turn.settle(NON_TEXT_REPLY, reason=reason)
+                return
+            log.info("pair.rejected", reason=reason, media=list(turn.msg.media_types))
+            MESSAGES.labels(outcome="rejected", reason=reason).inc()
+            turn.settle(reply, reason=reason)
+            return
+        if turn.claim is None:  # no state to act on: every message goes to the model
+            return
+        user = turn.msg.user
+        requested = turn.memory.erase_requested_at
+        erase_pending = requested is not None and time.time() - requested < self.settings.ERASE_CONFIRM_S
+        command = commands.recognise(
+            turn.text,
+            user,
+            reset_phrases=self.reset_phrases,
+            topic_phrases=self.topic_phrases,
+            operators=self.settings.operators,
+            erase_pending=erase_pending,
+        )
+        kind = command.kind if command is not None else None
+        if requested is not None and kind != "erase_confirm" and self.memory_commands:
+            self.users.meta.set_meta(user, erase_requested_at=None)  # anything but YES cancels
+            log.info("erase.cancelled")
+        if kind in ("opt_out", "opt_in", "erase", "erase_confirm") and self.memory_commands:
+            self._memory_command(turn, kind)
+        elif kind == "reset":
+            reset_conversation(self.users, user, user, via="user")
+            self._done(turn, RESET_REPLY, "reset")
+        elif kind == "operator_reset" and command is not None and command.target:
+            reset_conversation(self.users, command.target, user, via="operator")
+            self._done(turn, OPERATOR_RESET_REPLY.format(target=command.target), "operator_reset")
+        elif kind == "topic_shift":
+            # The old topic is not carried verbatim: answer from the summary alone, and
+            # have the worker fold the old pairs into the summary now (hand-off).
+            turn.topic_shift = True
+            turn.context = Context(summary=turn.context.summary, epoch=turn.context.epoch)
+
+    def _text(self, turn: Turn) -> tuple[str | None, str]:
+        """Return the text that enters the prompt, or None and the reason it can't."""
+        msg = turn.msg
+        body = msg.body.strip()
+        has_media = bool(msg.media_types) or msg.has_location
+        if has_media and self.settings.MEDIA_PLACEHOLDERS:
+            placeholder = media_placeholder(msg.media_types, msg.has_location)
+            return (f"{placeholder} {body}".strip(), filtering.REASON_OK)
+        if body:
+            return body, filtering.REASON_OK
+        if has_media:
+            return None, filtering.REASON_NON_TEXT
+        return None, filtering.REASON_EMPTY_MESSAGE
+
+    def _memory_command(self, turn: Turn, kind: str) -> None:
+        """Carry out opt-out, opt-in and erase."""
+        user = turn.msg.user
+        if kind in ("opt_out", "opt_in"):
+            set_opt_out(self.users, user, kind == "opt_out", actor=user, via="user")
+            self._done(turn, OPT_OUT_REPLY if kind == "opt_out" else OPT_IN_REPLY, kind)
+        elif kind == "erase":
+            self.users.meta.set_meta(user, erase_requested_at=str(time.time()))
+            minutes = max(1, self.settings.ERASE_CONFIRM_S // 60)
+            self._done(turn, ERASE_CONFIRM_REPLY.format(minutes=minutes), "erase_requested")
+        else:
+            erase_user(self.users, user, user, via="user")
+            turn.touch_context = False  # everything is gone: the commit must not write it back
+            self._done(turn, ERASED_REPLY, "erased")
+
+    @staticmethod
+    def _done(turn: Turn, reply: str, reason: str) -> None:
+        MESSAGES.labels(outcome="rejected", reason="command").inc()
+        turn.settle(reply, reason=reason, status="command")
+
+
+class MemoryStep:
+    """Select the user's facts for this message and render the read-only memory block."""
+
+    name = "memory"
+    records = False
+
+    def __init__(self, settings: Settings, facts: FactStore | None, counter: TokenCounter) -> None:
+        self.settings = settings
+        self.facts = facts
+        self.counter = counter
+
+    def __call__(self, turn: Turn) -> None:
+        if self.facts is None or turn.claim is None or turn.text is None:
+            return
+        scoped = {"session": decode_facts(turn.memory.session_facts), "user": decode_facts(turn.memory.facts)}
+        try:
+            scoped["org"] = self.facts.org_facts()
+        except StoreUnavailable as err:
+            log.warning("store.unavailable", stage="org_facts", error=str(err))
+        if not any(scoped.values()):
+            return
+        selection = select_memory(
+            scoped,
+            turn.text,
+            self.counter,
+            threshold=self.settings.EXTRACTION_CONFIDENCE,
+            conflict_margin=self.settings.CONFLICT_MARGIN,
+            max_tokens=self.settings.MEMORY_MAX_TOKENS,
+        )
+        log.debug("memory.selected", facts=len(selection.selected), dropped=len(selection.dropped), tokens=selection.tokens)
+        turn.memory_block = selection.block
+
+
+class PromptStep:
+    """Build the reply prompt from the context, the memory block and the message, in budget."""
+
+    name = "prompt"
+    records = False
+
+    def __init__(self, settings: Settings, counter: TokenCounter, system_prompt: Prompt) -> None:
+        self.settings = settings
+        self.counter = counter
+        self.system_prompt = system_prompt
+        self.full_history = settings.CONTEXT_STRATEGY == "full_history"
+
+    def __call__(self, turn: Turn) -> None:
+        assert turn.text is not None
+        unbounded = self.full_history and turn.claim is not None  # the baseline keeps everything
+        turn.prompt = prompt = build_prompt(
+            self.system_prompt.text,
+            turn.context,
+            turn.text,
+            self.counter,
+            max_tokens=None if unbounded else self.settings.MAX_PROMPT_TOKENS,
+            max_user_tokens=self.settings.MAX_USER_MESSAGE_TOKENS,
+            memory_block=turn.memory_block,
+        )
+        log.debug(
+            "prompt.built",
+            tokens=prompt.tokens,
+            pairs_used=prompt.pairs_used,
+            pairs_dropped=prompt.pairs_dropped,
+            summary_truncated=prompt.summary_truncated,
+            user_truncated=prompt.user_truncated,
+        )
+
+
+class ModelStep:
+    """Ask the reply model; a failure leaves no completion for the judge."""
+
+    name = "model"
+    records = False
+
+    def __init__(self, settings: Settings, llm: LLMClient, system_prompt: Prompt) -> None:
+        self.llm = llm
+        self.max_tokens = settings.REPLY_MAX_TOKENS
+        self.prompt_ref = system_prompt.ref
+
+    def __call__(self, turn: Turn) -> None:
+        assert turn.prompt is not None
+        try:
+            turn.completion = self.llm.complete(
+                turn.prompt.messages, purpose="reply", prompt_ref=self.prompt_ref, max_tokens=self.max_tokens
+            )
+        except LLMUnavailable:
+            turn.completion = None
+
+
+class JudgeStep:
+    """Settle the reply, and decide whether the exchange is valid context (design note 1)."""
+
+    name = "judge"
+    records = False
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def __call__(self, turn: Turn) -> None:
+        completion = turn.completion
+        if turn.claim is None:  # Redis down: answer, but nothing is judged or stored
+            if completion is None:
+                turn.settle(FALLBACK_REPLY, reason=filtering.REASON_MODEL_ERROR)
+            else:
+                turn.settle(completion.text or FALLBACK_REPLY)
+            return
+        if completion is None:
+            log.info("pair.rejected", reason=filtering.REASON_MODEL_ERROR)
+            MESSAGES.labels(outcome="rejected", reason=filtering.REASON_MODEL_ERROR).inc()
+            turn.settle(FALLBACK_REPLY, reason=filtering.REASON_MODEL_ERROR, status="degraded")
+            return
+        assert turn.text is not None and turn.prompt is not None
+        verdict = filtering.judge_pair(
+            turn.text,
+            completion.text,
+            completion.finish_reason,
+            min_chars=self.settings.MIN_PAIR_CHARS,
+            rephrase_phrases=self.settings.rephrase_phrases,
+        )
+        if verdict.valid:
+            turn.pair = Pair(
+                user=clip(turn.text, STORED_TEXT_CHARS),
+                assistant=clip(completion.text, STORED_TEXT_CHARS),
+                ts=time.time(),
+                sid=turn.msg.sid,
+            )
+            log.info("pair.accepted", prompt_tokens=turn.prompt.tokens)
+            MESSAGES.labels(outcome="accepted", reason=verdict.reason).inc()
+        else:
+            log.info("pair.rejected", reason=verdict.reason)
+            MESSAGES.labels(outcome="rejected", reason=verdict.reason).inc()
+        turn.settle(completion.text or FALLBACK_REPLY, reason=verdict.reason)
+
+
+class CommitStep:
+    """Record the outcome atomically; a Redis failure degrades to answering without storing."""
+
+    name = "commit"
+    records = True
+
+    def __init__(self, store: ContextStore) -> None:
+        self.store = store
+
+    def __call__(self, turn: Turn) -> None:
+        if turn.claim is None:
+            return
+        msg = turn.msg
+        try:
+            result = self.store.commit(
+                msg.user, turn.claim, msg.sid, turn.reply or "", turn.pair, touch_context=turn.touch_context
+            )
+        except StoreUnavailable as err:
+            log.error("store.unavailable", stage="commit", error=str(err))
+            if turn.status == "answered":
+                turn.status = "degraded"
+            return
+        turn.commit = result
+        if turn.pair is not None and not result.pair_stored:
+            log.info("pair.discarded", reason="reset_or_takeover")
+        if result.dropped:
+            log.warning("summary.pending_dropped", dropped=result.dropped)
+
+
+class HandOffStep:
+    """Queue the background jobs the commit made due, and a topic shift's summary."""
+
+    name = "hand-off"
+    records = True
+
+    def __init__(self, store: ContextStore, jobs: JobQueue | None) -> None:
+        self.store = store
+        self.jobs = jobs
+
+    def __call__(self, turn: Turn) -> None:
+        if turn.claim is None:
+            return
+        user = turn.msg.user
+        if turn.commit is not None:
+            for kind, token in turn.commit.due.items():
+                self._enqueue(kind, user, token)
+        if turn.topic_shift:
+            self._summarize_now(user, turn.commit)
+
+    def _enqueue(self, kind: str, user: str, token: str, **kwargs: object) -> None:
+        """Queue a job; if the queue is unreachable, free its trigger so the next pair retries."""
+        if self.jobs is None:
+            return
+        try:
+            job_id = self.jobs.enqueue(kind, user, token, **kwargs)
+        except Exception as err:  # Redis trouble: log it, never fail the reply
+            log.error(f"{kind}.enqueue_failed", error=f"{type(err).__name__}: {err}")
+            try:
+                self.store.release_trigger(user, kind, token)
+            except StoreUnavailable:
+                pass
+            return
+        log.info(f"{kind}.enqueued", job_id=job_id)
+
+    def _summarize_now(self, user: str, commit: CommitResult | None) -> None:
+        """Compress everything before a topic shift into the summary, now.
+
+        The topic job takes the trigger even from a queued job (whose result is then
+        discarded), so the old topic never stays verbatim in the recent window.
+        """
+        upto = 0 if commit is None else commit.seq - 1 if commit.pair_stored else commit.seq
+        if upto <= 0:
+            log.info("topic.shift", summary_queued=False)
+            return
+        try:
+            token = self.store.take_trigger(user, SUMMARY)
+        except StoreUnavailable as err:
+            log.error("store.unavailable", stage="topic_shift", error=str(err))
+            return
+        log.info("topic.shift", summary_queued=True)
+        self._enqueue(SUMMARY, user, token, clear_recent=True, upto=upto)

@@ -1,0 +1,118 @@
+"""Rolling summaries: fold the pending pairs into the summary (design note 1)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from bot.llm.client import LLMClient
+from bot.llm.prompts import Prompt
+from bot.llm.tokens import TokenCounter
+from bot.observability.metrics import SUMMARY_LAG_SECONDS
+from bot.storage.context import ContextStore
+from bot.storage.records import Pair
+from bot.storage.triggers import SUMMARY
+
+log = structlog.get_logger(__name__)
+
+#: Words asked of the model; the token cap below is what is enforced.
+WORDS_PER_TOKEN = 0.75
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """What one summary run did."""
+
+    applied: bool
+    consumed: int
+    summary_tokens: int = 0
+    reason: str = ""
+
+
+def render_transcript(summary: str, pairs: list[Pair]) -> str:
+    """Return the summary prompt's user message: old summary, then the new exchanges."""
+    lines = [f"Current summary: {summary or '(none yet)'}", "", "New exchanges:"]
+    for pair in pairs:
+        lines.append(f"User: {pair.user}")
+        lines.append(f"Assistant: {pair.assistant}")
+    return "\n".join(lines)
+
+
+def summarize_conversation(
+    user: str,
+    token: str,
+    store: ContextStore,
+    llm: LLMClient,
+    counter: TokenCounter,
+    prompt: Prompt,
+    *,
+    max_tokens: int,
+    input_tokens: int,
+    clear_recent: bool = False,
+    upto: int | None = None,
+) -> SummaryResult:
+    """Replace the user's summary with one that also covers every pending pair.
+
+    With `upto`, only pairs numbered up to it are folded in (a topic shift keeps the
+    message that started the new topic out). Raises LLMUnavailable on model failure,
+    leaving the state untouched for a retry.
+    """
+    snapshot = store.snapshot(user)
+    if snapshot.token != token:
+        log.info("summary.skipped", reason="superseded")
+        return SummaryResult(applied=False, consumed=0, reason="superseded")
+    pending = [p for p in snapshot.pending if upto is None or p.n <= upto]
+    if not pending:
+        if clear_recent and upto:
+            # Nothing left to summarize, but the old topic must still leave the window.
+            applied, reason = store.apply_summary(user, token, snapshot.epoch, upto, snapshot.summary, True)
+            log.info("summary.skipped", reason="nothing_pending", cleared_recent=applied)
+            return SummaryResult(applied=applied, consumed=0, reason=reason)
+        store.release_trigger(user, SUMMARY, token)
+        log.info("summary.skipped", reason="nothing_pending")
+        return SummaryResult(applied=False, consumed=0, reason="nothing_pending")
+
+    # Keep the model's input bounded even when a long backlog built up.
+    pairs = pending
+    transcript = render_transcript(snapshot.summary, pairs)
+    while counter.count(transcript) > input_tokens and len(pairs) > 1:
+        pairs.pop()  # the newest wait for the next run
+        transcript = render_transcript(snapshot.summary, pairs)
+    transcript = counter.truncate(transcript, input_tokens)
+
+    system = prompt.text.replace("{max_words}", str(int(max_tokens * WORDS_PER_TOKEN)))
+    completion = llm.complete(
+        [{"role": "system", "content": system}, {"role": "user", "content": transcript}],
+        purpose="summary",
+        prompt_ref=prompt.ref,
+        max_tokens=max_tokens,
+    )
+    text = counter.truncate(completion.text.strip(), max_tokens)
+    if not text:
+        store.release_trigger(user, SUMMARY, token)
+        log.warning("summary.empty")
+        return SummaryResult(applied=False, consumed=0, reason="empty_summary")
+
+    consumed_upto = pairs[-1].n
+    applied, reason = store.apply_summary(
+        user, token, snapshot.epoch, consumed_upto, text, clear_recent=clear_recent
+    )
+    tokens = counter.count(text)
+    if applied:
+        lag = time.time() - snapshot.triggered_at if snapshot.triggered_at else None
+        if lag is not None:
+            SUMMARY_LAG_SECONDS.observe(lag)
+        log.info(
+            "summary.stored",
+            consumed=len(pairs),
+            summary_tokens=tokens,
+            clear_recent=clear_recent,
+            lag_ms=round(lag * 1000, 1) if lag is not None else None,
+        )
+    else:
+        log.warning("summary.discarded", reason=reason, consumed=len(pairs))
+    return SummaryResult(
+        applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens, reason=reason
+    )

@@ -1,0 +1,298 @@
+"""A small OpenAI-compatible Chat Completions server with canned, scriptable answers.
+
+Tests, benchmarks and `make run` without an API key talk to it over real HTTP through the
+real openai client. It is deterministic: with nothing scripted it answers from the last
+user message; a test can queue exact answers, errors and delays, and read back what was
+asked. Never for production: it refuses to start with APP_ENV=production.
+
+    python -m bot.dev.standin --port 8089 [--latency-ms 300] [--reply-chars 400]
+
+Scripting over HTTP (the in-process `StandinModel` has the same as methods):
+    POST /_standin/script   {"steps": [{"content": "...", "status": 200, "delay_s": 0,
+                              "finish_reason": "stop", "match": "text in last user message"}]}
+    GET  /_standin/requests  every request body received, oldest first
+    POST /_standin/reset     forget script and requests
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from bot.llm.tokens import TokenCounter
+
+CANNED_NOTICE = "(canned reply from the stand-in model)"
+
+_FILLER = (
+    "Here is a short, practical answer. "
+    "Let me know if you want more detail on any point. "
+    "I can also suggest next steps if that helps. "
+    "Tell me what matters most to you and I will focus on it. "
+)
+
+
+@dataclass
+class Step:
+    """One scripted answer; `match` limits it to requests whose last user message contains it."""
+
+    content: str | None = None
+    status: int = 200
+    delay_s: float = 0.0
+    finish_reason: str = "stop"
+    match: str | None = None
+    retry_after: int | None = None  # sent as Retry-After with an error status
+
+    @classmethod
+    def from_obj(cls, obj: dict[str, Any]) -> "Step":
+        """Build from a JSON object."""
+        return cls(
+            content=obj.get("content"),
+            status=int(obj.get("status", 200)),
+            delay_s=float(obj.get("delay_s", 0.0)),
+            finish_reason=str(obj.get("finish_reason", "stop")),
+            match=obj.get("match"),
+            retry_after=obj.get("retry_after"),
+        )
+
+
+def _wants_json(body: dict[str, Any]) -> bool:
+    response_format = body.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") in ("json_schema", "json_object")
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+class StandinModel:
+    """The stand-in's state and HTTP server; start() in a thread, or serve_forever()."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency_s: float = 0.0,
+        reply_chars: int = 240,
+        record: str = "full",
+    ) -> None:
+        self.latency_s = latency_s
+        self.reply_chars = reply_chars
+        self.record = record
+        self._lock = threading.Lock()
+        self._steps: list[Step] = []
+        self._requests: list[dict[str, Any]] = []
+        self._counter = TokenCounter("gpt-4o-mini")
+        self.server = ThreadingHTTPServer((host, port), self._handler_class())
+        self.server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- control -----------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """Return the base URL to give the openai client (ends in /v1)."""
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "StandinModel":
+        """Serve in a background thread."""
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self.server.shutdown()
+        self.server.server_close()
+
+    def script(self, *steps: Step | dict[str, Any]) -> None:
+        """Queue answers, consumed in order (a step with `match` waits for its request)."""
+        with self._lock:
+            self._steps.extend(s if isinstance(s, Step) else Step.from_obj(s) for s in steps)
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Return the request bodies received so far."""
+        with self._lock:
+            return list(self._requests)
+
+    def reset(self) -> None:
+        """Forget the script and the recorded requests."""
+        with self._lock:
+            self._steps.clear()
+            self._requests.clear()
+
+    # -- answering ---------------------------------------------------------------------
+    def _next_step(self, last_user: str) -> Step | None:
+        with self._lock:
+            for i, step in enumerate(self._steps):
+                if step.match is None or step.match in last_user:
+                    return self._steps.pop(i)
+        return None
+
+    def canned_reply(self, last_user: str) -> str:
+        """Return the deterministic default answer to a message."""
+        digest = hashlib.sha256(last_user.encode()).hexdigest()[:8]
+        head = f"{CANNED_NOTICE} You wrote {len(last_user)} characters [{digest}]. "
+        text = head
+        while len(text) < self.reply_chars:
+            text += _FILLER
+        if len(text) > max(self.reply_chars, len(head)):
+            text = text[: max(self.reply_chars, len(head))].rsplit(" ", 1)[0]
+        return text.rstrip()
+
+    @staticmethod
+    def canned_json(body: dict[str, Any]) -> str:
+        """Return the emptiest valid answer for a Structured Outputs request: [] for lists."""
+        schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+        properties = schema.get("properties", {})
+        empty = {name: [] for name, spec in properties.items() if spec.get("type") == "array"}
+        return json.dumps(empty)
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:
+        """Return status, JSON body and delay for one chat completion request."""
+        messages = body.get("messages") or []
+        if not isinstance(messages, list) or not messages:
+            return 400, {"error": {"message": "messages is required", "type": "invalid_request_error"}}, 0
+        last_user = _last_user_text(messages)
+        if self.record == "full":
+            with self._lock:
+                self._requests.append(body)
+        step = self._next_step(last_user) or Step()
+        delay = self.latency_s + step.delay_s
+        if step.status != 200:
+            error = {"error": {"message": f"scripted status {step.status}", "type": "standin_error"}}
+            if step.retry_after is not None:
+                error["retry_after"] = step.retry_after
+            return step.status, error, delay
+        content = step.content
+        if content is None:
+            content = self.canned_json(body) if _wants_json(body) else self.canned_reply(last_user)
+        prompt_tokens = sum(
+            3 + self._counter.count(m.get("content") if isinstance(m.get("content"), str) else "")
+            for m in messages
+        ) + 3
+        completion_tokens = self._counter.count(content)
+        if self.record == "usage":  # just the figures, for long benchmark runs
+            with self._lock:
+                self._requests.append(
+                    {"last_user": last_user[:120], "prompt_tokens": prompt_tokens,
+                     "completion_tokens": completion_tokens, "model": body.get("model")}
+                )
+        payload = {
+            "id": f"chatcmpl-standin-{hashlib.sha256(content.encode()).hexdigest()[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or "standin",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": step.finish_reason,
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        return 200, payload, delay
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes; without this, delayed ACKs add ~40 ms.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                return
+
+            def _send(self, status: int, payload: Any) -> None:
+                retry_after = payload.pop("retry_after", None) if isinstance(payload, dict) else None
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                if retry_after is not None:
+                    self.send_header("Retry-After", str(retry_after))
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _body(self) -> Any:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                return json.loads(raw or b"{}")
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": "standin", "object": "model"}]})
+                elif self.path == "/_standin/requests":
+                    self._send(200, {"requests": model.requests()})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:  # noqa: N802
+                try:
+                    body = self._body()
+                except ValueError:
+                    self._send(400, {"error": {"message": "invalid JSON"}})
+                    return
+                if self.path.rstrip("/") == "/v1/chat/completions":
+                    status, payload, delay = model.answer(body)
+                    if delay:
+                        time.sleep(delay)
+                    self._send(status, payload)
+                elif self.path == "/_standin/script":
+                    model.script(*body.get("steps", []))
+                    self._send(200, {"queued": len(body.get("steps", []))})
+                elif self.path == "/_standin/reset":
+                    model.reset()
+                    self._send(200, {"reset": True})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+        return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the stand-in until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m bot.dev.standin", description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--reply-chars", type=int, default=240)
+    parser.add_argument(
+        "--record", choices=["full", "usage", "none"], default="full",
+        help="keep whole request bodies, only token figures (benchmarks), or nothing",
+    )
+    args = parser.parse_args(argv)
+    if os.environ.get("APP_ENV") == "production":
+        print("refusing to start the stand-in model with APP_ENV=production", file=sys.stderr)
+        return 2
+    model = StandinModel(args.host, args.port, args.latency_ms / 1000, args.reply_chars, args.record)
+    print(f"stand-in model: CANNED replies at {model.url}", file=sys.stderr, flush=True)
+    try:
+        model.server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        model.server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

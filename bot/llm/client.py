@@ -1,0 +1,146 @@
+"""The model client: Chat Completions through the openai SDK, errors turned into ours."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import openai
+import structlog
+
+from bot.config import Settings
+from bot.exceptions import LLMUnavailable
+from bot.observability.metrics import MODEL_TOKENS
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model answer and what it cost."""
+
+    text: str
+    finish_reason: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    duration_s: float
+
+
+#: Errors worth another attempt: the request may well succeed a moment later.
+RETRYABLE = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+#: First pause between attempts; it doubles, with jitter.
+BACKOFF_S = 0.25
+
+
+def make_openai_client(settings: Settings) -> openai.OpenAI:
+    """Build the SDK client. Its own retries are off: they honour Retry-After for up to two
+    minutes, far past Twilio's 15 s, so LLMClient retries against a deadline instead."""
+    return openai.OpenAI(
+        api_key=settings.OPENAI_API_KEY,
+        base_url=settings.OPENAI_BASE_URL,
+        timeout=settings.LLM_TIMEOUT_S,
+        max_retries=0,
+    )
+
+
+class LLMClient:
+    """Ask one model for completions; every failure becomes LLMUnavailable."""
+
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        model: str,
+        *,
+        timeout_s: float = 5.0,
+        max_retries: int = 1,
+        deadline_s: float = 11.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.deadline_s = deadline_s
+        self.sleep = sleep
+
+    def _create(self, deadline: float, **request: Any) -> Any:
+        """Call the SDK, retrying retryable errors while the deadline allows."""
+        attempt = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                client = self.client.with_options(timeout=max(0.1, min(self.timeout_s, remaining)))
+                return client.chat.completions.create(**request)
+            except RETRYABLE as err:
+                pause = BACKOFF_S * (2**attempt) * (0.5 + random.random())
+                left = deadline - time.monotonic() - pause
+                if attempt >= self.max_retries or left < min(1.0, self.timeout_s):
+                    raise
+                log.info("llm.retry", attempt=attempt + 1, error=type(err).__name__, pause_ms=round(pause * 1000))
+                self.sleep(pause)
+                attempt += 1
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        purpose: str,
+        prompt_ref: str,
+        max_tokens: int,
+        model: str | None = None,
+        response_format: dict[str, Any] | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        """Return the model's completion of messages, or raise LLMUnavailable."""
+        model = model or self.model
+        deadline = time.monotonic() + self.deadline_s
+        extra: dict[str, Any] = {}
+        if response_format is not None:
+            extra["response_format"] = response_format
+        if temperature is not None:
+            extra["temperature"] = temperature
+        started = time.perf_counter()
+        try:
+            response = self._create(deadline, model=model, messages=messages, max_tokens=max_tokens, **extra)
+        except openai.OpenAIError as err:
+            duration = time.perf_counter() - started
+            status = getattr(err, "status_code", None)
+            log.warning(
+                "llm.failed",
+                purpose=purpose,
+                model=model,
+                prompt=prompt_ref,
+                error=type(err).__name__,
+                status=status,
+                duration_ms=round(duration * 1000, 1),
+            )
+            raise LLMUnavailable(f"{type(err).__name__}: {err}") from err
+        duration = time.perf_counter() - started
+        if not response.choices:
+            raise LLMUnavailable("the model returned no choices")
+        choice = response.choices[0]
+        usage = response.usage
+        completion = Completion(
+            text=(choice.message.content or "").strip(),
+            finish_reason=choice.finish_reason or "unknown",
+            model=response.model or model,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            duration_s=duration,
+        )
+        MODEL_TOKENS.labels(purpose=purpose, kind="prompt").inc(completion.prompt_tokens)
+        MODEL_TOKENS.labels(purpose=purpose, kind="completion").inc(completion.completion_tokens)
+        log.info(
+            "llm.completed",
+            purpose=purpose,
+            model=completion.model,
+            prompt=prompt_ref,
+            duration_ms=round(duration * 1000, 1),
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            finish_reason=completion.finish_reason,
+        )
+        return completion

@@ -1,0 +1,126 @@
+"""What the extraction model returns: the Structured Outputs schema, and a lenient parser for
+servers that answer something else anyway."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from bot.memory.rules import CATEGORIES, normalize_key
+from bot.storage.records import Fact
+
+Category = Literal[
+    "identity", "location", "preference", "diet", "health", "work", "family", "contact", "schedule", "other"
+]
+
+
+class ExtractedFact(BaseModel):
+    """One fact as the extraction model returns it."""
+
+    key: str = Field(min_length=1, max_length=80)
+    value: str = Field(min_length=1, max_length=300)
+    category: Category = "other"
+    confidence: float = Field(ge=0, le=1)
+    importance: float = Field(ge=0, le=1)
+    scope: Literal["user", "session"] = "user"
+    explicit: bool = False
+
+
+class Extraction(BaseModel):
+    """The extraction model's whole answer."""
+
+    facts: list[ExtractedFact] = []
+
+
+#: Structured Outputs schema (strict: every property required, nothing else allowed).
+EXTRACTION_SCHEMA: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "user_facts",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["facts"],
+            "properties": {
+                "facts": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["key", "value", "category", "confidence", "importance", "scope", "explicit"],
+                        "properties": {
+                            "key": {"type": "string"},
+                            "value": {"type": "string"},
+                            "category": {"type": "string", "enum": list(CATEGORIES)},
+                            "confidence": {"type": "number"},
+                            "importance": {"type": "number"},
+                            "scope": {"type": "string", "enum": ["user", "session"]},
+                            "explicit": {"type": "boolean"},
+                        },
+                    },
+                }
+            },
+        },
+    },
+}
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def parse_extraction(text: str) -> tuple[list[ExtractedFact], int]:
+    """Parse the model's answer; return the valid facts and how many items were malformed.
+
+    Strict JSON first; then, as the design note describes, a lenient pass: code fences
+    stripped, the outermost {...} or [...] taken, each item validated on its own.
+    Bad output never raises.
+    """
+    candidates: list[Any] = []
+    for attempt in (text, *(m.group(1) for m in _FENCE.finditer(text)), _outermost(text)):
+        if not attempt:
+            continue
+        try:
+            data = json.loads(attempt)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            items = data.get("facts", [])
+        elif isinstance(data, list):
+            items = data
+        else:
+            continue
+        candidates = items if isinstance(items, list) else []
+        break
+    facts: list[ExtractedFact] = []
+    bad = 0
+    for item in candidates:
+        try:
+            facts.append(ExtractedFact.model_validate(item))
+        except ValidationError:
+            bad += 1
+    return facts, bad
+
+
+def _outermost(text: str) -> str | None:
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return None
+    start = min(starts)
+    end = max(text.rfind("}"), text.rfind("]"))
+    return text[start : end + 1] if end > start else None
+
+
+def fact_from_extracted(item: ExtractedFact, *, source: str, provenance: str) -> Fact:
+    """Turn a model-extracted fact into a Fact with a normalized key."""
+    return Fact(
+        key=normalize_key(item.key),
+        value=item.value.strip(),
+        category=item.category,
+        confidence=round(item.confidence, 3),
+        importance=round(item.importance, 3),
+        source=source,
+        provenance=provenance,
+    )

@@ -1,0 +1,1 @@
+"""Operator surfaces: the CLI, the admin API, health and metrics routes."""

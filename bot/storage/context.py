@@ -1,0 +1,319 @@
+"""Per-user conversation context: claim and commit a message, summaries, resets.
+
+Keys (bot/storage/keys.py): ``chat_context:{+E164}`` hash with
+``summary``; ``recent_messages`` (JSON list of the last RECENT_PAIRS valid pairs);
+``message_count_since_summary``; ``last_interaction_timestamp`` (Unix seconds);
+``seq`` (valid pairs ever stored; each pair carries its number ``n``);
+``summarized_seq`` (the last pair number folded into the summary);
+``summary_job_at`` / ``summary_job_token`` (the summary trigger, bot/storage/triggers.py);
+``epoch`` (moves on at each reset, so nothing in flight from before a reset is stored
+after it). ``chat_pending:{+E164}`` list: valid pairs not yet summarized that have already
+left the recent window, oldest first; pending pairs = this list + the pairs of
+``recent_messages`` numbered above ``summarized_seq``, so no pair is stored twice.
+
+Why scripts and not a lock: each message costs two round trips (claim+load, commit) and
+two messages from one user never lose or duplicate a pair, whatever thread or process
+handles them. Two messages in flight at once are each answered from the context as it
+stood when they arrived; their pairs are appended in the order they complete.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import redis
+
+from bot.exceptions import StoreUnavailable
+from bot.storage.keys import (
+    CONTEXT_PREFIX,
+    FACTS_PREFIX,
+    MEMORY_PREFIX,
+    PENDING_PREFIX,
+    SEEN_PREFIX,
+    SESSION_FACTS_PREFIX,
+    Ttls,
+    user_key,
+)
+from bot.storage.records import Pair, as_float, decode_pairs, flat_to_dict, text
+from bot.storage.redelivery import INFLIGHT_LEASE_S
+from bot.storage.scripts import Scripts
+from bot.storage.triggers import SummaryPolicy
+
+#: The user hashes a trigger can live in, by the name TriggerRule.hash uses.
+TRIGGER_HASHES = {"context": CONTEXT_PREFIX, "memory": MEMORY_PREFIX}
+
+
+@dataclass
+class Context:
+    """What the reply prompt is built from."""
+
+    summary: str = ""
+    recent: list[Pair] = field(default_factory=list)
+    count_since_summary: int = 0
+    last_interaction: float | None = None
+    seq: int = 0
+    summarized_seq: int = 0
+    summary_job_at: float | None = None
+    summary_job_token: str | None = None
+    epoch: int = 0  # moves on at every reset
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A user's stored facts and memory settings, as raw hash contents."""
+
+    facts: dict[str, str] = field(default_factory=dict)
+    session_facts: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def opted_out(self) -> bool:
+        """Return whether the user asked not to be remembered."""
+        return self.meta.get("opted_out") == "1"
+
+    @property
+    def erase_requested_at(self) -> float | None:
+        """Return when the user asked to delete their data, if they did."""
+        return as_float(self.meta.get("erase_requested_at"))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of claiming a MessageSid."""
+
+    status: str  # "new", "duplicate" or "inflight"
+    context: Context
+    reply: str | None = None  # for duplicates: the reply already given
+    memory: Memory = field(default_factory=Memory)
+    token: str = ""  # proves, at commit, that this attempt still owns the MessageSid
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What storing a message changed."""
+
+    count_since_summary: int
+    dropped: int  # pending pairs dropped unsummarized because the pending bound was hit
+    seq: int = 0  # the number of the user's latest stored pair
+    pair_stored: bool = False  # False if a reset or a takeover came between claim and commit
+    due: dict[str, str] = field(default_factory=dict)  # job kind -> token of the trigger it took
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a summary job works from."""
+
+    summary: str
+    pending: list[Pair]
+    summarized_seq: int
+    triggered_at: float | None = None  # when the summary was triggered (Unix seconds)
+    epoch: int = 0
+    token: str = ""  # the token of the job holding the trigger
+
+
+def context_from_hash(data: dict[str, str]) -> Context:
+    """Build a Context from the chat_context hash."""
+    return Context(
+        summary=data.get("summary", "") or "",
+        recent=decode_pairs(data.get("recent_messages")),
+        count_since_summary=int(data.get("message_count_since_summary", 0) or 0),
+        last_interaction=as_float(data.get("last_interaction_timestamp")),
+        seq=int(data.get("seq", 0) or 0),
+        summarized_seq=int(data.get("summarized_seq", 0) or 0),
+        summary_job_at=as_float(data.get("summary_job_at")),
+        summary_job_token=data.get("summary_job_token") or None,
+        epoch=int(data.get("epoch", 0) or 0),
+    )
+
+
+def new_token() -> str:
+    """Return a short random token for claims and job triggers."""
+    return uuid.uuid4().hex[:16]
+
+
+class ContextStore:
+    """Per-user conversation state in Redis."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        recent_pairs: int,
+        dedup_keep: int,
+        ttls: Ttls | None = None,
+        policy: SummaryPolicy | None = None,
+    ) -> None:
+        self.redis = client
+        self.recent_pairs = recent_pairs
+        self.dedup_keep = dedup_keep
+        self.ttls = ttls or Ttls()
+        self.policy = policy or SummaryPolicy()
+        self.scripts = Scripts(
+            client, "claim", "commit", "release", "snapshot", "apply_summary", "reset",
+            "take_trigger", "release_trigger",
+        )
+
+    @staticmethod
+    def _keys(user: str) -> dict[str, str]:
+        """Return the user's keys by the names the scripts use."""
+        return {
+            "context": user_key(CONTEXT_PREFIX, user),
+            "pending": user_key(PENDING_PREFIX, user),
+            "seen": user_key(SEEN_PREFIX, user),
+            "facts": user_key(FACTS_PREFIX, user),
+            "session": user_key(SESSION_FACTS_PREFIX, user),
+            "memory": user_key(MEMORY_PREFIX, user),
+        }
+
+    def _pick(self, user: str, *names: str) -> dict[str, str]:
+        keys = self._keys(user)
+        return {name: keys[name] for name in names}
+
+    # -- messages ----------------------------------------------------------------------
+    def claim(self, user: str, sid: str, now: float | None = None) -> Claim:
+        """Claim a MessageSid for processing and load the user's context in one round trip."""
+        now = time.time() if now is None else now
+        token = new_token()
+        status, flat, reply, facts, session, meta, older = self.scripts.run(
+            "claim",
+            self._keys(user),
+            {"sid": sid, "now": now, "lease": INFLIGHT_LEASE_S, "token": token, "ttl": self.ttls.context},
+        )
+        status = text(status)
+        context = context_from_hash(flat_to_dict(flat))
+        previous = text(reply) if reply else None
+        if status == "duplicate" and previous is None:
+            stored = context.recent + [Pair.from_obj(json.loads(text(item))) for item in older]
+            previous = next((p.assistant for p in stored if p.sid == sid), None)
+        memory = Memory(flat_to_dict(facts), flat_to_dict(session), flat_to_dict(meta))
+        return Claim(status=status, context=context, reply=previous, memory=memory, token=token)
+
+    def commit(
+        self,
+        user: str,
+        claim: Claim,
+        sid: str,
+        reply: str,
+        pair: Pair | None,
+        now: float | None = None,
+        touch_context: bool = True,
+    ) -> CommitResult:
+        """Record a processed message, storing its pair if valid and still wanted.
+
+        The pair is dropped if a reset came after the claim, or if another attempt took the
+        MessageSid over. With touch_context False (right after an erase) nothing is written.
+        """
+        p = self.policy
+        tokens = {rule.name: new_token() for rule in p.triggers()}
+        count, dropped, seq, stored, taken = self.scripts.run(
+            "commit",
+            self._keys(user),
+            {
+                "sid": sid,
+                "now": time.time() if now is None else now,
+                "token": claim.token,
+                "epoch": claim.context.epoch,
+                "reply": reply,
+                "pair": pair.to_obj() if pair else None,
+                "touch": touch_context,
+                "recent_max": self.recent_pairs,
+                "pending_max": p.max_bytes,
+                "job_lease": p.job_lease_s,
+                "dedup_keep": self.dedup_keep,
+                "replies_kept": p.replies_kept,
+                "ttl": {"context": self.ttls.context, "facts": self.ttls.facts, "session": self.ttls.session},
+                "triggers": [rule.to_lua(tokens[rule.name]) for rule in p.triggers()],
+            },
+        )
+        return CommitResult(
+            count_since_summary=int(count),
+            dropped=int(dropped),
+            seq=int(seq),
+            pair_stored=bool(stored),
+            due={text(name): tokens[text(name)] for name in taken},
+        )
+
+    def release(self, user: str, claim: Claim, sid: str) -> None:
+        """Forget our unfinished claim so that a redelivery is processed afresh."""
+        self.scripts.run("release", self._pick(user, "seen"), {"sid": sid, "token": claim.token})
+
+    # -- reading -----------------------------------------------------------------------
+    def load(self, user: str) -> Context:
+        """Return the user's context without claiming anything."""
+        try:
+            data = self.redis.hgetall(user_key(CONTEXT_PREFIX, user))
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        return context_from_hash({text(k): text(v) for k, v in data.items()})
+
+    def snapshot(self, user: str) -> Snapshot:
+        """Return the summary and every pending pair, oldest first, read atomically."""
+        summary, base, recent_raw, older, job_at, epoch, token = self.scripts.run(
+            "snapshot", self._pick(user, "context", "pending"), {}
+        )
+        base_seq = int(text(base) or 0)
+        pending = [Pair.from_obj(json.loads(text(item))) for item in older]
+        pending += [p for p in decode_pairs(text(recent_raw)) if p.n > base_seq]
+        return Snapshot(
+            summary=text(summary) or "",
+            pending=pending,
+            summarized_seq=base_seq,
+            triggered_at=as_float(text(job_at)),
+            epoch=int(text(epoch) or 0),
+            token=text(token) or "",
+        )
+
+    def pending_pairs(self, user: str) -> list[Pair]:
+        """Return every valid pair not yet summarized, oldest first."""
+        return self.snapshot(user).pending
+
+    # -- summaries, job triggers and resets ---------------------------------------------
+    def apply_summary(
+        self, user: str, token: str, epoch: int, upto: int, summary: str, clear_recent: bool = False
+    ) -> tuple[bool, str]:
+        """Store a summary of pairs up to `upto` if this job still holds the trigger and no
+        reset came since; return (applied, reason)."""
+        applied, _count, reason = self.scripts.run(
+            "apply_summary",
+            self._pick(user, "context", "pending"),
+            {
+                "token": token,
+                "epoch": epoch,
+                "upto": upto,
+                "summary": summary,
+                "clear_recent": clear_recent,
+                "ttl": self.ttls.context,
+            },
+        )
+        return bool(applied), text(reason)
+
+    def _trigger_key(self, user: str, name: str) -> tuple[dict[str, str], str]:
+        rule = self.policy.rule(name)
+        return {"hash": user_key(TRIGGER_HASHES[rule.hash], user)}, rule.job
+
+    def take_trigger(self, user: str, name: str, now: float | None = None) -> str:
+        """Take a job's trigger now, whoever held it (a topic shift); return its token."""
+        token = new_token()
+        keys, job = self._trigger_key(user, name)
+        self.scripts.run("take_trigger", keys, {"job": job, "now": time.time() if now is None else now, "token": token})
+        return token
+
+    def release_trigger(self, user: str, name: str, token: str) -> bool:
+        """Let the next pair trigger the job again, if the job with `token` still holds it."""
+        keys, job = self._trigger_key(user, name)
+        return bool(self.scripts.run("release_trigger", keys, {"job": job, "token": token}))
+
+    def reset(self, user: str) -> bool:
+        """Clear summary, recent and pending pairs and the counter; return whether any existed."""
+        keys = self._pick(user, "context", "pending", "session")
+        return bool(self.scripts.run("reset", keys, {"ttl": self.ttls.context}))
+
+    def ping(self) -> bool:
+        """Return whether Redis answers."""
+        try:
+            return bool(self.redis.ping())
+        except redis.RedisError:
+            return False

@@ -1,0 +1,145 @@
+"""Durable facts per user (and the org's), merged with optimistic transactions.
+
+Keys: ``user_facts:{+E164}`` and ``session_facts:{+E164}`` hashes, normalized fact key ->
+fact JSON (bot/storage/records.py); ``org_facts`` hash, the same for the org scope.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import redis
+
+from bot.exceptions import StoreUnavailable
+from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, ORG_FACTS_KEY, SESSION_FACTS_PREFIX, user_key
+from bot.storage.records import Fact, decode_facts, text
+from bot.storage.triggers import EXTRACTION_JOB
+
+#: How long a process trusts its copy of the org facts before reading them again.
+ORG_CACHE_S = 30.0
+#: Optimistic transactions retry this often when a concurrent write touched the same keys.
+WATCH_RETRIES = 8
+
+
+class FactStore:
+    """Durable facts per user (and the org's), with optimistic transactions for merges."""
+
+    def __init__(self, client: redis.Redis, *, facts_ttl_seconds: int = 0, session_ttl_seconds: int = 86400) -> None:
+        self.redis = client
+        self.facts_ttl_seconds = facts_ttl_seconds
+        self.session_ttl_seconds = session_ttl_seconds
+        self._org: tuple[float, dict[str, Fact]] | None = None
+
+    def _scope_key(self, user: str, scope: str) -> str:
+        return user_key(SESSION_FACTS_PREFIX if scope == "session" else FACTS_PREFIX, user)
+
+    def _ttl(self, scope: str) -> int:
+        return self.session_ttl_seconds if scope == "session" else self.facts_ttl_seconds
+
+    def load(self, user: str, scope: str = "user") -> dict[str, Fact]:
+        """Return the user's facts of one scope (user or session)."""
+        try:
+            return decode_facts(self.redis.hgetall(self._scope_key(user, scope)))
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
+    def merge(
+        self,
+        user: str,
+        scope: str,
+        merge: Callable[[dict[str, Fact]], Any],
+        *,
+        extracted_seq: int | None = None,
+        token: str | None = None,
+        count_stats: bool = True,
+    ) -> Any:
+        """Apply merge(existing facts) -> MergeResult (bot/memory/rules.py) atomically; retry
+        if a write raced us.
+
+        With `token` (an extraction job's), nothing is written unless that job still holds
+        the extraction trigger and the user has not opted out: an erase or an opt-out while
+        the model was thinking wins. Returns None when so refused. With extracted_seq, also
+        records extraction progress (never backwards) and frees the trigger.
+        """
+        facts_key = self._scope_key(user, scope)
+        memory_key = user_key(MEMORY_PREFIX, user)
+        for _ in range(WATCH_RETRIES):
+            try:
+                with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.watch(facts_key, memory_key)
+                    existing = decode_facts(pipe.hgetall(facts_key))
+                    progress = int(text(pipe.hget(memory_key, "extracted_seq")) or 0)
+                    holder = text(pipe.hget(memory_key, f"{EXTRACTION_JOB}_token"))
+                    opted_out = text(pipe.hget(memory_key, "opted_out")) == "1"
+                    if token is not None and (holder != token or opted_out):
+                        pipe.unwatch()
+                        return None
+                    result = merge(existing)
+                    pipe.multi()
+                    if result.upserts:
+                        pipe.hset(facts_key, mapping={k: f.to_json() for k, f in result.upserts.items()})
+                    if result.deletes:
+                        pipe.hdel(facts_key, *result.deletes)
+                    for name, value in result.stats.as_dict().items():
+                        if value and count_stats:
+                            pipe.hincrby(memory_key, f"stat_{name}", value)
+                    if extracted_seq is not None and extracted_seq > progress:
+                        pipe.hset(memory_key, "extracted_seq", extracted_seq)
+                    if token is not None and extracted_seq is not None:  # the job's last write
+                        pipe.hdel(memory_key, f"{EXTRACTION_JOB}_at", f"{EXTRACTION_JOB}_token")
+                    if self._ttl(scope):
+                        pipe.expire(facts_key, self._ttl(scope))
+                    if self.facts_ttl_seconds:
+                        pipe.expire(memory_key, self.facts_ttl_seconds)
+                    pipe.execute()
+                    return result
+            except redis.WatchError:
+                continue
+            except redis.RedisError as err:
+                raise StoreUnavailable(str(err)) from err
+        raise StoreUnavailable(f"facts of {user[:4]}… kept changing; gave up after {WATCH_RETRIES} tries")
+
+    def delete(self, user: str, key: str, scope: str = "user") -> bool:
+        """Delete one fact; return whether it existed."""
+        try:
+            return bool(self.redis.hdel(self._scope_key(user, scope), key))
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
+    # -- org scope ---------------------------------------------------------------------
+    def org_facts(self, fresh: bool = False) -> dict[str, Fact]:
+        """Return the org's facts, re-read at most every ORG_CACHE_S seconds unless fresh."""
+        now = time.monotonic()
+        if not fresh and self._org is not None and now - self._org[0] < ORG_CACHE_S:
+            return self._org[1]
+        try:
+            facts = decode_facts(self.redis.hgetall(ORG_FACTS_KEY))
+        except redis.RedisError as err:
+            if self._org is not None:  # serve the stale copy rather than nothing
+                return self._org[1]
+            raise StoreUnavailable(str(err)) from err
+        self._org = (now, facts)
+        return facts
+
+    def set_org_facts(self, facts: dict[str, Fact], replace_all: bool = False) -> None:
+        """Store org facts (key -> Fact); replace_all drops the keys not given (a file reload)."""
+        try:
+            with self.redis.pipeline(transaction=True) as pipe:
+                if replace_all:
+                    pipe.delete(ORG_FACTS_KEY)
+                if facts:
+                    pipe.hset(ORG_FACTS_KEY, mapping={k: f.to_json() for k, f in facts.items()})
+                pipe.execute()
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        self._org = None
+
+    def delete_org_fact(self, key: str) -> bool:
+        """Delete one org fact; return whether it existed."""
+        try:
+            existed = bool(self.redis.hdel(ORG_FACTS_KEY, key))
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        self._org = None
+        return existed

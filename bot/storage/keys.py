@@ -1,0 +1,75 @@
+"""Every Redis key the bot uses, and how long each lives: one table, read by everything else.
+
+Per user, the E.164 number sits inside braces (a Redis Cluster hash tag), so all of one
+user's keys share a slot and the multi-key scripts stay cluster-safe. The hash fields of
+each key are documented where they are written (the modules beside this one, and the
+header comment of each Lua script), and in README's key table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One kind of key: its prefix, Redis type, what it holds and which TTL rule it follows."""
+
+    prefix: str
+    kind: str
+    holds: str
+    ttl: str  # the TTL rule's name in TTL_RULES
+
+
+CONTEXT = KeySpec("chat_context:", "hash", "summary, recent pairs, counters, job triggers, epoch", "context")
+PENDING = KeySpec("chat_pending:", "list", "unsummarized pairs that left the recent window", "context")
+SEEN = KeySpec("chat_seen:", "hash", "MessageSid -> processing record, for redeliveries", "context")
+FACTS = KeySpec("user_facts:", "hash", "durable facts: key -> fact JSON", "facts")
+SESSION_FACTS = KeySpec("session_facts:", "hash", "facts true only for now", "session")
+MEMORY = KeySpec("user_memory:", "hash", "opt-out, extraction progress and trigger, stats", "facts")
+
+#: Every per-user key, for inspection, export and erasure.
+USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY)
+
+#: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
+#: of the keys it touches, so a user's data expires that long after their last message.
+TTL_RULES = {
+    "context": "CONTEXT_TTL_DAYS",
+    "facts": "FACTS_TTL_DAYS",
+    "session": "SESSION_FACTS_TTL_HOURS",
+}
+
+#: Shared facts an operator maintains (business hours…); one hash for the whole bot, no TTL.
+ORG_FACTS_KEY = "org_facts"
+
+# The prefixes by name, for the code that builds one key at a time.
+CONTEXT_PREFIX = CONTEXT.prefix
+PENDING_PREFIX = PENDING.prefix
+SEEN_PREFIX = SEEN.prefix
+FACTS_PREFIX = FACTS.prefix
+SESSION_FACTS_PREFIX = SESSION_FACTS.prefix
+MEMORY_PREFIX = MEMORY.prefix
+USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
+
+
+def user_key(prefix: str, user: str) -> str:
+    """Return the key for one user, with the number as a cluster hash tag."""
+    return f"{prefix}{{{user}}}"
+
+
+def user_keys(user: str) -> list[str]:
+    """Return every key that may hold this user's data."""
+    return [user_key(prefix, user) for prefix in USER_KEY_PREFIXES]
+
+
+@dataclass(frozen=True)
+class Ttls:
+    """The TTL rules in seconds (0: no expiry), from settings."""
+
+    context: int = 0
+    facts: int = 0
+    session: int = 86400
+
+    def for_rule(self, rule: str) -> int:
+        """Return the seconds of one TTL rule."""
+        return int(getattr(self, rule))

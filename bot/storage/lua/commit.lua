@@ -1,0 +1,111 @@
+-- commit: record a processed message, and store its pair if it is valid and still wanted.
+-- KEYS: context pending seen facts session memory
+-- A: sid; now (Unix seconds); token (the claim's: nothing is written unless this attempt
+--    still owns the MessageSid); epoch (the one the message was answered in: a reset since
+--    means the pair is not stored); reply (the text sent); pair ({user, assistant, ts, sid},
+--    absent when the exchange is not valid context); touch (false right after an erase:
+--    nothing is written, not even the MessageSid);
+--    recent_max (pairs kept in recent_messages); pending_max (bytes of chat_pending past
+--    which the oldest pending pairs are dropped unsummarized); job_lease (seconds a job
+--    holds its trigger); dedup_keep (MessageSids remembered); replies_kept (of those, how many
+--    keep a copy of a reply already stored in its pair); ttl ({context, facts, session}
+--    seconds; 0 = no expiry);
+--    triggers (the background jobs a stored pair can make due, in order: each
+--    {name, hash, cursor, job, every, early_bytes, skip_field?, token}; see
+--    bot/storage/triggers.py).
+-- Returns {count since summary, pending pairs dropped, seq (the user's latest pair number),
+--          pair stored 0/1, {names of the triggers this commit took}}.
+
+-- Take a trigger when its job is due: `every` unread pairs past its cursor, or chat_pending
+-- past `early_bytes`; never while another job holds the trigger inside the lease. While
+-- `skip_field` is '1' (the user opted out), pairs are never to be read: the cursor moves on.
+local function take_if_due(rule, seq, pending_bytes)
+  local hash = K[rule.hash]
+  if rule.skip_field and redis.call('HGET', hash, rule.skip_field) == '1' then
+    redis.call('HSET', hash, rule.cursor, seq)
+    return false
+  end
+  local unread = seq - num(hash, rule.cursor)
+  local due = (rule.every > 0 and unread >= rule.every)
+    or (rule.early_bytes > 0 and pending_bytes >= rule.early_bytes)
+  if not due or A.now - num(hash, rule.job .. '_at') <= A.job_lease then return false end
+  redis.call('HSET', hash, rule.job .. '_at', A.now, rule.job .. '_token', rule.token)
+  return true
+end
+
+local record = {st='done', ts=A.now, r=A.reply}
+local dropped, stored, taken = 0, 0, {}
+local owned = false
+local current = redis.call('HGET', K.seen, A.sid)
+if current then
+  local ok, r = pcall(cjson.decode, current)
+  owned = ok and r.st == 'pending' and r.tok == A.token
+end
+if not owned or not A.touch then
+  -- Another attempt took this MessageSid over (it records the outcome), or the user's
+  -- data was erased meanwhile or just now: write nothing at all.
+  return {0, 0, 0, 0, {}}
+end
+local seq = num(K.context, 'seq')
+local summarized = num(K.context, 'summarized_seq')
+if A.pair and num(K.context, 'epoch') == A.epoch then
+  local pair = A.pair
+  seq = seq + 1
+  pair.n = seq
+  local recent = recent_of(K.context)
+  table.insert(recent, pair)
+  while #recent > A.recent_max do
+    local evicted = table.remove(recent, 1)
+    if (tonumber(evicted.n) or 0) > summarized then
+      redis.call('RPUSH', K.pending, cjson.encode(evicted))
+    end
+  end
+  -- bound the pending pairs by size: drop the oldest past the limit (workers down)
+  local items = redis.call('LRANGE', K.pending, 0, -1)
+  local bytes = 0
+  for i = 1, #items do bytes = bytes + #items[i] end
+  local i = 1
+  while bytes > A.pending_max and i < #items do
+    local gone = cjson.decode(items[i])
+    summarized = math.max(summarized, tonumber(gone.n) or 0)
+    bytes = bytes - #items[i]
+    redis.call('LPOP', K.pending)
+    dropped = dropped + 1
+    i = i + 1
+  end
+  redis.call('HSET', K.context, 'recent_messages', encode_list(recent), 'seq', seq,
+             'summarized_seq', summarized, 'message_count_since_summary', seq - summarized)
+  stored = 1
+  record.pair = true
+  for _, rule in ipairs(A.triggers) do
+    if take_if_due(rule, seq, bytes) then table.insert(taken, rule.name) end
+  end
+else
+  redis.call('HSETNX', K.context, 'message_count_since_summary', 0)
+end
+redis.call('HSET', K.context, 'last_interaction_timestamp', A.now)
+redis.call('HSET', K.seen, A.sid, cjson.encode(record))
+-- remember the newest `dedup_keep` MessageSids (never evicting one still in flight); a reply
+-- stored in its pair is copied only on the newest few (a redelivery finds the rest in the pair)
+local all = redis.call('HGETALL', K.seen)
+local done = {}
+for j = 1, #all, 2 do
+  local ok, r = pcall(cjson.decode, all[j + 1])
+  if not ok then
+    redis.call('HDEL', K.seen, all[j])
+  elseif r.st == 'done' then
+    table.insert(done, {all[j], tonumber(r.ts) or 0, r})
+  end
+end
+table.sort(done, function(a, b) return a[2] > b[2] end)
+for j = 1, #done do
+  if j > A.dedup_keep then
+    redis.call('HDEL', K.seen, done[j][1])
+  elseif j > A.replies_kept and done[j][3].r and done[j][3].pair then
+    done[j][3].r = nil
+    redis.call('HSET', K.seen, done[j][1], cjson.encode(done[j][3]))
+  end
+end
+refresh(K.context, A.ttl.context); refresh(K.pending, A.ttl.context); refresh(K.seen, A.ttl.context)
+refresh(K.facts, A.ttl.facts); refresh(K.memory, A.ttl.facts); refresh(K.session, A.ttl.session)
+return {num(K.context, 'message_count_since_summary'), dropped, num(K.context, 'seq'), stored, taken}

@@ -1,0 +1,145 @@
+"""The records the bot stores, and their JSON: a conversation pair and a durable fact."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Superseded values kept per fact, newest first.
+HISTORY_KEEP = 3
+#: Each side of a stored pair is cut to this many characters: the prompt budget could never
+#: use more, and it keeps a user's Redis footprint bounded (a 5000-character message is 5 KB).
+STORED_TEXT_CHARS = 1000
+
+
+def clip(value: str, limit: int) -> str:
+    """Cut text to at most limit characters, marking the cut."""
+    return value if len(value) <= limit else value[: limit - 4].rstrip() + " […]"
+
+
+def text(value: Any) -> Any:
+    """Return bytes from a client that does not decode responses as str; anything else as is."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def as_float(value: str | None) -> float | None:
+    """Return a stored number as float, or None when absent."""
+    return float(value) if value else None
+
+
+def flat_to_dict(flat: list[Any]) -> dict[str, str]:
+    """Turn a flat HGETALL reply from a script ([k1, v1, k2, v2…]) into a dict."""
+    return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One valid user/assistant exchange; n is its number among the user's pairs."""
+
+    user: str
+    assistant: str
+    ts: float
+    sid: str = ""
+    n: int = 0
+
+    def to_obj(self) -> dict[str, Any]:
+        """Return the stored form (n is omitted until the commit script numbers the pair)."""
+        obj: dict[str, Any] = {"user": self.user, "assistant": self.assistant, "ts": self.ts, "sid": self.sid}
+        if self.n:
+            obj["n"] = self.n
+        return obj
+
+    def to_json(self) -> str:
+        """Serialize for Redis."""
+        return json.dumps(self.to_obj(), ensure_ascii=False, separators=(",", ":"))
+
+    def to_public(self) -> dict[str, Any]:
+        """Return the pair as inspect and export show it."""
+        return {"user": self.user, "assistant": self.assistant, "ts": self.ts, "sid": self.sid, "n": self.n}
+
+    @classmethod
+    def from_obj(cls, obj: dict[str, Any]) -> "Pair":
+        """Build from a decoded JSON object."""
+        return cls(
+            user=str(obj.get("user", "")),
+            assistant=str(obj.get("assistant", "")),
+            ts=float(obj.get("ts", 0) or 0),
+            sid=str(obj.get("sid", "")),
+            n=int(obj.get("n", 0) or 0),
+        )
+
+
+def decode_pairs(raw: str | bytes | None) -> list[Pair]:
+    """Decode a stored JSON list of pairs; anything unreadable reads as no pairs."""
+    if not raw:
+        return []
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        return []
+    if not isinstance(items, list):  # cjson writes an empty list as {}
+        return []
+    return [Pair.from_obj(item) for item in items if isinstance(item, dict)]
+
+
+@dataclass
+class Fact:
+    """One stored fact; the JSON of this object is the hash field's value."""
+
+    key: str
+    value: str
+    category: str = "other"
+    confidence: float = 0.0
+    importance: float = 0.5
+    source: str = "auto"
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    provenance: str = ""  # MessageSid of the turn it came from, or who set it
+    previous: list[dict[str, Any]] = field(default_factory=list)
+    conflict: dict[str, Any] | None = None
+
+    def to_json(self) -> str:
+        """Serialize for Redis (the key is the hash field, not repeated)."""
+        data = asdict(self)
+        data.pop("key")
+        if not data["previous"]:
+            data.pop("previous")
+        if data["conflict"] is None:
+            data.pop("conflict")
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, key: str, raw: str) -> "Fact | None":
+        """Parse a stored fact; None for a corrupt entry (it is ignored, not fatal)."""
+        try:
+            data = json.loads(raw)
+            return cls(
+                key=key,
+                value=str(data["value"]),
+                category=str(data.get("category", "other")),
+                confidence=float(data.get("confidence", 0)),
+                importance=float(data.get("importance", 0.5)),
+                source=str(data.get("source", "auto")),
+                created_at=float(data.get("created_at", 0)),
+                updated_at=float(data.get("updated_at", 0)),
+                provenance=str(data.get("provenance", "")),
+                previous=list(data.get("previous", []))[:HISTORY_KEEP],
+                conflict=data.get("conflict"),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def to_public(self) -> dict[str, Any]:
+        """Return the fact as the API and CLI show it."""
+        return asdict(self)
+
+
+def decode_facts(raw: dict[Any, Any]) -> dict[str, Fact]:
+    """Turn a facts hash into Fact objects, skipping corrupt entries."""
+    out = {}
+    for key, value in raw.items():
+        fact = Fact.from_json(text(key), text(value))
+        if fact is not None:
+            out[fact.key] = fact
+    return out

@@ -1,0 +1,79 @@
+"""Load the Lua scripts in lua/ and run them with named keys and one JSON object of arguments.
+
+Each script opens with a header comment; its `-- KEYS:` line names the keys in order, and
+the loader turns that into `K.<name>` inside the script, so neither side counts positions.
+Every script gets the shared helpers (lua/helpers.lua) and its arguments as the table `A`,
+decoded from one JSON object (None values are left out: cjson would decode null as a truthy
+value). A call that names other keys than the header fails at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bot.exceptions import StoreUnavailable
+
+LUA_DIR = Path(__file__).resolve().parent / "lua"
+_KEYS_LINE = re.compile(r"^-- KEYS:(.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class LuaScript:
+    """One script's source, ready to register, and the names of its keys in order."""
+
+    name: str
+    keys: tuple[str, ...]
+    source: str
+
+
+@lru_cache(maxsize=None)
+def load_script(name: str) -> LuaScript:
+    """Return lua/<name>.lua with the helpers, its named keys and its decoded arguments in front."""
+    body = (LUA_DIR / f"{name}.lua").read_text(encoding="utf-8")
+    match = _KEYS_LINE.search(body)
+    if match is None:
+        raise ValueError(f"lua/{name}.lua: the header needs a '-- KEYS:' line")
+    keys = tuple(match.group(1).split())
+    named = ", ".join(f"{key} = KEYS[{i}]" for i, key in enumerate(keys, start=1))
+    prelude = (LUA_DIR / "helpers.lua").read_text(encoding="utf-8")
+    prelude += f"local K = {{{named}}}\nlocal A = cjson.decode(ARGV[1])\n"
+    return LuaScript(name=name, keys=keys, source=prelude + body)
+
+
+class Scripts:
+    """The scripts one store uses, registered on its client."""
+
+    def __init__(self, client: redis.Redis, *names: str) -> None:
+        self._scripts = {}
+        for name in names:
+            script = load_script(name)
+            self._scripts[name] = (script, client.register_script(script.source))
+
+    def run(self, name: str, keys: dict[str, str], args: dict[str, Any]) -> Any:
+        """Run one script; Redis errors become StoreUnavailable."""
+        script, registered = self._scripts[name]
+        if set(keys) != set(script.keys):
+            raise ValueError(f"lua/{name}.lua takes keys {script.keys}, given {tuple(keys)}")
+        try:
+            return registered(
+                keys=[keys[k] for k in script.keys],
+                args=[json.dumps(_without_none(args), ensure_ascii=False, separators=(",", ":"))],
+            )
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
+
+def _without_none(value: Any) -> Any:
+    """Drop None values from dicts (nested too), so an absent field reads as nil in Lua."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_without_none(v) for v in value]
+    return value

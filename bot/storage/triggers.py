@@ -1,0 +1,68 @@
+"""The one rule by which a stored pair makes a background job due, and the table of jobs.
+
+Each job keeps, in one of the user's hashes, a cursor (the last pair number it has read)
+and a trigger (`<job>_at`, `<job>_token`: which job holds it, since when). The commit script
+(lua/commit.lua) applies the same rule to every entry: due once `every` pairs are unread,
+or early once chat_pending passes `early_bytes`; taken only if no job holds the trigger
+inside the lease, so exactly one job is queued per trigger. A new background job is one
+more entry in `triggers()` (and its job in bot/jobs/queue.py), not a new branch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SUMMARY = "summary"
+EXTRACTION = "extraction"
+#: The trigger fields' prefixes (<job>_at, <job>_token), as they have always been named.
+SUMMARY_JOB = "summary_job"
+EXTRACTION_JOB = "extract_job"
+
+
+@dataclass(frozen=True)
+class TriggerRule:
+    """When one background job is due, and where its cursor and trigger are kept."""
+
+    name: str  # the job kind, as bot/jobs/queue.py knows it
+    hash: str  # the user key holding cursor and trigger: "context" or "memory" (commit.lua KEYS)
+    cursor: str  # hash field: the last pair number the job has read
+    job: str  # hash field prefix: <job>_at and <job>_token hold the trigger
+    every: int  # due once this many pairs are unread (0: never by count)
+    early_bytes: int = 0  # also due once chat_pending holds this many bytes (0: never)
+    skip_field: str | None = None  # while this field is "1", pairs are never read: the cursor moves on
+
+    def to_lua(self, token: str) -> dict[str, Any]:
+        """Return the rule as commit.lua reads it, with the token a job taking it will hold."""
+        return {**asdict(self), "token": token}
+
+
+@dataclass(frozen=True)
+class SummaryPolicy:
+    """When the background jobs are due and how far pending pairs may grow without a summary."""
+
+    every_n_pairs: int = 10
+    # Pending pairs outside the recent window are summarized early past this many bytes...
+    soft_bytes: int = 2000
+    # ...and the oldest are dropped past this, so a user stays small while workers are down.
+    max_bytes: int = 4000
+    # A queued or running job holds the trigger this long; after it, the next pair re-triggers.
+    job_lease_s: int = 900
+    # Fact extraction after every this many valid pairs (0: never).
+    extract_every_n_pairs: int = 1
+    # Copies of replies already stored in their pair (0: a redelivery reads the pair itself).
+    replies_kept: int = 0
+
+    def triggers(self) -> tuple[TriggerRule, ...]:
+        """Return the background jobs a stored pair can make due, in the order they are considered."""
+        return (
+            TriggerRule(SUMMARY, "context", "summarized_seq", SUMMARY_JOB, self.every_n_pairs, self.soft_bytes),
+            TriggerRule(
+                EXTRACTION, "memory", "extracted_seq", EXTRACTION_JOB, self.extract_every_n_pairs,
+                skip_field="opted_out",
+            ),
+        )
+
+    def rule(self, name: str) -> TriggerRule:
+        """Return the trigger rule of one job kind."""
+        return next(rule for rule in self.triggers() if rule.name == name)

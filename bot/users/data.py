@@ -1,0 +1,23 @@
+"""The stores that hold one user's data, handed together to the operations on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from bot.jobs.queue import JobQueue
+from bot.storage.context import ContextStore
+from bot.storage.facts import FactStore
+from bot.storage.memory_meta import MemoryMetaStore
+
+
+@dataclass
+class UserData:
+    """Where a user's conversation, facts, memory settings and background jobs live."""
+
+    redis: redis.Redis
+    store: ContextStore
+    facts: FactStore
+    meta: MemoryMetaStore
+    jobs: JobQueue | None = None

@@ -1,0 +1,55 @@
+"""Reset, opt-out and erase: the operations a user's own commands and operators both run.
+
+Each writes an audit event with masked numbers. They sit below the conversation so that
+the message path and the operator surfaces (bot/ops/) call the same code.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from bot.observability.logs import mask_phone
+from bot.observability.metrics import RESETS
+from bot.storage.triggers import EXTRACTION_JOB
+from bot.storage.users import erase_keys
+from bot.users.data import UserData
+
+log = structlog.get_logger(__name__)
+
+
+def _actor(actor: str) -> str:
+    return mask_phone(actor) if actor.startswith("+") else actor
+
+
+def reset_conversation(data: UserData, target: str, actor: str, via: str) -> bool:
+    """Clear one user's conversation (not their facts) and write the audit event."""
+    existed = data.store.reset(target)
+    RESETS.labels(via=via).inc()
+    log.info("audit.reset", actor=_actor(actor), target=mask_phone(target), via=via, existed=existed)
+    return existed
+
+
+def set_opt_out(data: UserData, target: str, opted_out: bool, actor: str, via: str) -> None:
+    """Turn fact extraction off (freeing its trigger) or back on for one user."""
+    if opted_out:
+        data.meta.set_meta(
+            target, opted_out="1", **{f"{EXTRACTION_JOB}_at": None, f"{EXTRACTION_JOB}_token": None}
+        )
+    else:
+        data.meta.set_meta(target, opted_out=None)
+    event = "audit.memory_opt_out" if opted_out else "audit.memory_opt_in"
+    log.info(event, actor=_actor(actor), target=mask_phone(target), via=via)
+
+
+def erase_user(data: UserData, target: str, actor: str, via: str) -> int:
+    """Delete every key of one user, facts and queued jobs included, and write the audit event."""
+    deleted = erase_keys(data.redis, target)
+    purged = 0
+    if data.jobs is not None:
+        try:
+            purged = data.jobs.purge_user(target)
+        except Exception as err:  # the keys are gone; stale jobs will find nothing and write nothing
+            log.error("erase.jobs_not_purged", error=f"{type(err).__name__}: {err}")
+    log.info("audit.erase", actor=_actor(actor), target=mask_phone(target), via=via,
+             keys_deleted=deleted, jobs_deleted=purged)
+    return deleted

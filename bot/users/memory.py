@@ -1,0 +1,186 @@
+"""What operators do to one user's facts, and to the org's; the CLI and the admin API share it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from bot.config import Settings
+from bot.llm.tokens import TokenCounter
+from bot.memory.rules import CATEGORIES, merge_facts, normalize_key
+from bot.memory.selection import MemorySelection, select_memory
+from bot.observability.logs import mask_phone
+from bot.storage.facts import FactStore
+from bot.storage.records import Fact
+from bot.users.data import UserData
+
+log = structlog.get_logger(__name__)
+
+SCOPES = ("user", "session")
+
+
+class OperationError(ValueError):
+    """A request an operator made that cannot be carried out as asked."""
+
+
+def set_fact(
+    data: UserData,
+    settings: Settings,
+    user: str,
+    key: str,
+    value: str,
+    *,
+    category: str = "other",
+    importance: float = 0.8,
+    scope: str = "user",
+    actor: str = "operator",
+) -> Fact:
+    """Store an operator-given fact; it outranks anything extracted automatically."""
+    if scope not in SCOPES:
+        raise OperationError(f"scope must be one of {', '.join(SCOPES)}")
+    if category not in CATEGORIES:
+        raise OperationError(f"category must be one of {', '.join(CATEGORIES)}")
+    if not value.strip() or len(value) > 300:
+        raise OperationError("value must be 1 to 300 characters")
+    if not isinstance(importance, (int, float)) or isinstance(importance, bool) or not 0 <= importance <= 1:
+        raise OperationError("importance must be a number between 0 and 1")
+    fact = Fact(
+        key=normalize_key(key),
+        value=value.strip(),
+        category=category,
+        confidence=1.0,
+        importance=importance,
+        source="operator",
+        provenance=actor,
+    )
+    s = settings
+    data.facts.merge(
+        user,
+        scope,
+        lambda existing: merge_facts(
+            existing,
+            [fact],
+            threshold=0.0,
+            max_facts=s.MAX_FACTS_PER_USER,
+            conflict_margin=s.CONFLICT_MARGIN,
+            now=time.time(),
+        ),
+        count_stats=False,  # the stats count extraction, not operators
+    )
+    stored = data.facts.load(user, scope).get(fact.key)
+    if stored is None:
+        raise OperationError(
+            f"not stored: the user already has {s.MAX_FACTS_PER_USER} operator or explicit facts; delete one first"
+        )
+    log.info("audit.fact_set", actor=actor, target=mask_phone(user), key=fact.key, scope=scope)
+    return stored
+
+
+def delete_fact(data: UserData, user: str, key: str, scope: str = "user", actor: str = "operator") -> bool:
+    """Delete one fact; return whether it existed."""
+    existed = data.facts.delete(user, normalize_key(key), scope)
+    log.info("audit.fact_deleted", actor=actor, target=mask_phone(user), key=normalize_key(key), existed=existed)
+    return existed
+
+
+def scoped_facts(facts: FactStore, user: str) -> dict[str, dict[str, Fact]]:
+    """Return the user's facts by scope, with the org's."""
+    return {
+        "session": facts.load(user, "session"),
+        "user": facts.load(user, "user"),
+        "org": facts.org_facts(),
+    }
+
+
+def preview_selection(
+    data: UserData,
+    settings: Settings,
+    counter: TokenCounter,
+    user: str,
+    request: str,
+    max_tokens: int | None = None,
+) -> MemorySelection:
+    """Return the memory block the bot would inject for this message."""
+    s = settings
+    return select_memory(
+        scoped_facts(data.facts, user),
+        request,
+        counter,
+        threshold=s.EXTRACTION_CONFIDENCE,
+        conflict_margin=s.CONFLICT_MARGIN,
+        max_tokens=max_tokens or s.MEMORY_MAX_TOKENS,
+    )
+
+
+def selection_report(selection: MemorySelection) -> dict[str, Any]:
+    """Return a selection as JSON-ready data."""
+    return {
+        "block": selection.block,
+        "tokens": selection.tokens,
+        "selected": [item.to_public() for item in selection.selected],
+        "dropped": [{"key": key, "reason": reason} for key, reason in selection.dropped],
+    }
+
+
+def conflicts(data: UserData, user: str) -> list[dict[str, Any]]:
+    """Return the facts holding a rival value, with both values."""
+    out = []
+    for scope in SCOPES:
+        for fact in data.facts.load(user, scope).values():
+            if fact.conflict:
+                out.append({"scope": scope, **fact.to_public()})
+    return out
+
+
+def memory_report(data: UserData, user: str) -> dict[str, Any]:
+    """Return the user's facts, settings and counters."""
+    meta = data.meta.meta(user)
+    return {
+        "user": [f.to_public() for f in data.facts.load(user, "user").values()],
+        "session": [f.to_public() for f in data.facts.load(user, "session").values()],
+        "opted_out": meta.get("opted_out") == "1",
+        "extracted_seq": int(meta.get("extracted_seq", 0) or 0),
+        "stats": data.meta.stats(user),
+    }
+
+
+def parse_org_facts(data: Any) -> dict[str, Fact]:
+    """Turn {"key": "value"} or {"key": {"value": …, "category": …}} into org facts."""
+    if not isinstance(data, dict):
+        raise OperationError("org facts must be a JSON object of key -> value")
+    facts = {}
+    now = time.time()
+    for raw_key, item in data.items():
+        entry = item if isinstance(item, dict) else {"value": item}
+        value = str(entry.get("value", "")).strip()
+        category = str(entry.get("category", "other"))
+        importance = entry.get("importance", 0.6)
+        if not value or category not in CATEGORIES:
+            raise OperationError(f"org fact {raw_key!r}: needs a value and a known category")
+        if not isinstance(importance, (int, float)) or isinstance(importance, bool) or not 0 <= importance <= 1:
+            raise OperationError(f"org fact {raw_key!r}: importance must be a number between 0 and 1")
+        key = normalize_key(str(raw_key))
+        facts[key] = Fact(
+            key=key,
+            value=value,
+            category=category,
+            confidence=1.0,
+            importance=float(importance),
+            source="operator",
+            created_at=now,
+            updated_at=now,
+            provenance="org",
+        )
+    return facts
+
+
+def load_org_file(facts: FactStore, path: Path) -> int:
+    """Load org facts from a JSON file into Redis; return how many."""
+    parsed = parse_org_facts(json.loads(path.read_text(encoding="utf-8")))
+    facts.set_org_facts(parsed, replace_all=True)  # the file is the whole truth: removed keys go
+    log.info("org_facts.loaded", count=len(parsed), file=path.name)
+    return len(parsed)

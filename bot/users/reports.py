@@ -1,0 +1,78 @@
+"""What is stored about users, as inspect, export and the users listing show it."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from bot.jobs.queue import summary_job_id
+from bot.storage.keys import user_keys
+from bot.storage.redelivery import seen_records
+from bot.storage.users import key_report, scan_users
+from bot.users.data import UserData
+from bot.users.memory import memory_report
+
+
+def iso(ts: float | None) -> str | None:
+    """Return a Unix time as ISO 8601 in UTC, or None."""
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat() if ts else None
+
+
+def user_report(data: UserData, user: str) -> dict[str, Any]:
+    """Return everything stored about one user, as inspect prints it."""
+    store = data.store
+    context = store.load(user)
+    pending = store.pending_pairs(user)
+    jobs = data.jobs
+    return {
+        "user": user,
+        "summary": context.summary,
+        "recent_messages": [
+            {"user": p.user, "assistant": p.assistant, "ts": p.ts, "sid": p.sid} for p in context.recent
+        ],
+        "message_count_since_summary": context.count_since_summary,
+        "last_interaction_timestamp": context.last_interaction,
+        "last_interaction": iso(context.last_interaction),
+        "pending_pairs": [p.to_public() for p in pending],
+        "summary_job": {
+            "status": (
+                jobs.job_status(summary_job_id(user, context.summary_job_token))
+                if jobs is not None and context.summary_job_token
+                else None
+            ),
+            "triggered_at": iso(context.summary_job_at),
+            "failed_job_ids": jobs.failed_summaries(user) if jobs is not None else [],
+        },
+        "facts": memory_report(data, user),
+        "keys": key_report(data.redis, user_keys(user)),
+    }
+
+
+def export_user(data: UserData, user: str) -> dict[str, Any]:
+    """Return everything stored about one user, for a data access request."""
+    context = data.store.load(user)
+    return {
+        "user": user,
+        "exported_at": time.time(),
+        "conversation": {
+            "summary": context.summary,
+            "recent_messages": [p.to_public() for p in context.recent],
+            "pending_pairs": [p.to_public() for p in data.store.pending_pairs(user)],
+            "message_count_since_summary": context.count_since_summary,
+            "last_interaction_timestamp": context.last_interaction,
+        },
+        "facts": memory_report(data, user),
+        "recent_replies": seen_records(data.redis, user),
+        "keys": key_report(data.redis, user_keys(user)),
+    }
+
+
+def list_users(data: UserData) -> list[dict[str, Any]]:
+    """Return every user with stored context, found with SCAN, newest activity first."""
+    users = []
+    for user, last in scan_users(data.redis):
+        size = sum(k["bytes"] for k in key_report(data.redis, user_keys(user)))
+        users.append({"user": user, "last_interaction": iso(last), "bytes": size})
+    users.sort(key=lambda u: u["last_interaction"] or "", reverse=True)
+    return users

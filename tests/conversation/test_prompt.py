@@ -1,0 +1,79 @@
+"""Prompt construction: order, budget, truncation (design note 1)."""
+
+import pytest
+
+from bot.conversation.prompt import SUMMARY_HEADER, build_prompt
+from bot.storage.context import Context
+from bot.storage.records import Pair
+from bot.llm.tokens import TokenCounter
+
+COUNTER = TokenCounter("gpt-4o-mini")
+SYSTEM = "You are a helpful WhatsApp assistant."
+
+
+def pairs(n: int, size: int = 40) -> list[Pair]:
+    return [Pair(f"question {i} " + "q" * size, f"answer {i} " + "a " * size, float(i)) for i in range(n)]
+
+
+def build(context: Context, text: str = "What now?", max_tokens: int | None = 800, max_user: int = 300):
+    return build_prompt(SYSTEM, context, text, COUNTER, max_tokens=max_tokens, max_user_tokens=max_user)
+
+
+def test_order_is_system_summary_pairs_message() -> None:
+    prompt = build(Context(summary="User plans a trip to Lisbon.", recent=pairs(2)))
+    roles = [m["role"] for m in prompt.messages]
+    assert roles == ["system", "system", "user", "assistant", "user", "assistant", "user"]
+    assert prompt.messages[0]["content"] == SYSTEM
+    assert prompt.messages[1]["content"] == SUMMARY_HEADER + "User plans a trip to Lisbon."
+    assert prompt.messages[2]["content"].startswith("question 0")
+    assert prompt.messages[-1]["content"] == "What now?"
+
+
+def test_missing_summary_adds_no_summary_message() -> None:
+    prompt = build(Context(recent=pairs(1)))
+    assert [m["role"] for m in prompt.messages] == ["system", "user", "assistant", "user"]
+    assert not any(SUMMARY_HEADER in m["content"] for m in prompt.messages)
+
+
+def test_counted_tokens_match_the_messages() -> None:
+    prompt = build(Context(summary="s", recent=pairs(3)))
+    assert prompt.tokens == COUNTER.count_messages(prompt.messages)
+
+
+def test_oldest_pairs_are_dropped_first() -> None:
+    context = Context(summary="Short summary.", recent=pairs(5, size=150))
+    prompt = build(context, max_tokens=500)
+    assert prompt.tokens <= 500
+    assert prompt.pairs_dropped > 0 and not prompt.summary_truncated
+    kept = [m["content"] for m in prompt.messages if m["role"] == "user"][:-1]
+    assert kept[-1].startswith("question 4")  # the newest survives
+    assert not any(k.startswith("question 0") for k in kept)
+
+
+def test_summary_is_shortened_after_pairs_are_gone() -> None:
+    context = Context(summary="The user said many things. " * 200, recent=pairs(2))
+    prompt = build(context, max_tokens=400)
+    assert prompt.tokens <= 400
+    assert prompt.pairs_used == 0 and prompt.summary_truncated
+    assert prompt.messages[1]["role"] == "system" and prompt.messages[1]["content"].endswith("[…]")
+
+
+def test_long_user_message_is_truncated_for_the_prompt() -> None:
+    prompt = build(Context(), text="x " * 5000, max_user=300)
+    assert prompt.user_truncated
+    assert COUNTER.count(prompt.messages[-1]["content"]) <= 301
+    assert prompt.tokens <= 800
+
+
+@pytest.mark.parametrize("budget", [200, 300, 500, 800])
+@pytest.mark.parametrize("summary_words", [0, 50, 2000])
+@pytest.mark.parametrize("pair_size", [10, 200, 1000])
+def test_budget_always_holds(budget: int, summary_words: int, pair_size: int) -> None:
+    context = Context(summary="word " * summary_words, recent=pairs(5, size=pair_size))
+    prompt = build(context, text="tell me " * 400, max_tokens=budget, max_user=300)
+    assert prompt.tokens <= budget
+
+
+def test_full_history_keeps_everything() -> None:
+    prompt = build(Context(recent=pairs(50, size=100)), max_tokens=None)
+    assert prompt.pairs_used == 50 and prompt.tokens > 800

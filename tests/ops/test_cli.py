@@ -1,0 +1,108 @@
+"""`python -m bot inspect|chat`, run as a developer would, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bot.dev.standin import StandinModel
+from tests.conftest import AUTH_TOKEN, USER
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def run(redis_url: str, standin_server: StandinModel, redis_client, model, tmp_path):  # type: ignore[no-untyped-def]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_"))}
+    env.update(
+        TWILIO_AUTH_TOKEN=AUTH_TOKEN,
+        OPENAI_API_KEY="test-key",
+        OPENAI_BASE_URL=standin_server.url,
+        REDIS_URL=redis_url,
+    )
+
+    def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "bot", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+
+    return run_cli
+
+
+def test_chat_holds_a_conversation_then_inspect_shows_it(run, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+    model.script(
+        {"content": "Lisbon is lovely in spring; Alfama is a great area to stay in."},
+        {"content": "In Porto, Ribeira by the river is the classic choice for visitors."},
+    )
+    chat = run("chat", "--user", USER, stdin="Where should I stay in Lisbon?\nAnd in Porto?\n")
+    assert chat.returncode == 0, chat.stderr
+    assert "bot> Lisbon is lovely in spring" in chat.stdout
+    assert "bot> In Porto, Ribeira" in chat.stdout
+    # the second turn saw the first as context: same code path as the webhook
+    assert [m["role"] for m in model.requests()[1]["messages"]] == ["system", "user", "assistant", "user"]
+
+    result = run("inspect", USER, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["message_count_since_summary"] == 2
+    assert [p["user"] for p in report["recent_messages"]] == ["Where should I stay in Lisbon?", "And in Porto?"]
+    assert report["summary"] == "" and report["last_interaction_timestamp"] > 0
+    keys = {k["key"]: k for k in report["keys"]}
+    assert f"chat_context:{{{USER}}}" in keys
+    assert all(k["bytes"] > 0 and k["ttl_s"] > 0 for k in keys.values())
+
+    text = run("inspect", USER)
+    assert "valid pairs since summary: 2" in text.stdout
+
+
+def test_inspect_rejects_a_bad_number(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("inspect", "12345")
+    assert result.returncode == 2 and "E.164" in result.stderr
+
+
+def test_missing_setting_is_named(run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "inspect", USER],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "TWILIO_AUTH_TOKEN" in result.stderr
+
+
+def test_reset_users_and_job_status(run, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
+    run("chat", "--user", USER, stdin="Where should I stay in Lisbon for a week?\n")
+    run("chat", "--user", "+447700900123", stdin="And what about Porto for a weekend?\n")
+    listed = json.loads(run("users", "--json").stdout)
+    assert {u["user"] for u in listed} == {USER, "+447700900123"}
+    assert all(u["bytes"] > 0 and u["last_interaction"] for u in listed)
+
+    report = json.loads(run("inspect", USER, "--json").stdout)
+    assert report["summary_job"] == {"status": None, "triggered_at": None, "failed_job_ids": []}
+    assert len(report["pending_pairs"]) == 1
+
+    result = run("reset", USER)
+    assert result.returncode == 0 and "conversation cleared" in result.stdout
+    after = services.store.load(USER)
+    assert after.recent == [] and after.count_since_summary == 0
+    assert len(services.store.load("+447700900123").recent) == 1  # only the target
+
+
+def test_inspect_shows_a_queued_summary_job(run, send, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+    for i in range(10):
+        send(f"Question number {i} about a long trip through Portugal?")
+    report = json.loads(run("inspect", USER, "--json").stdout)
+    assert report["summary_job"]["status"] == "queued" and report["summary_job"]["triggered_at"]
+    assert len(report["pending_pairs"]) == 10

@@ -1,0 +1,284 @@
+"""ContextStore contract, run on fakeredis and on a real Redis."""
+
+import json
+
+import pytest
+import redis
+
+from bot.exceptions import StoreUnavailable
+from bot.storage.connection import make_redis
+from bot.storage.context import ContextStore
+from bot.storage.keys import CONTEXT_PREFIX, PENDING_PREFIX, SEEN_PREFIX, Ttls, user_key, user_keys
+from bot.storage.records import Pair
+from bot.storage.redelivery import INFLIGHT_LEASE_S
+from bot.storage.triggers import SUMMARY, SummaryPolicy
+
+USER = "+14155550100"
+
+
+@pytest.fixture(params=["fakeredis", "redis"])
+def client(request: pytest.FixtureRequest) -> redis.Redis:
+    if request.param == "fakeredis":
+        return request.getfixturevalue("fake_redis")
+    return request.getfixturevalue("redis_client")
+
+
+POLICY = SummaryPolicy(every_n_pairs=10, soft_bytes=100_000, max_bytes=200_000, job_lease_s=900, replies_kept=3)
+
+
+@pytest.fixture
+def store(client: redis.Redis) -> ContextStore:
+    return ContextStore(client, recent_pairs=5, dedup_keep=4, ttls=Ttls(context=3600), policy=POLICY)
+
+
+def pair(i: int) -> Pair:
+    return Pair(user=f"question {i} with enough text", assistant=f"answer {i} with enough text", ts=float(i), sid=f"SM{i}")
+
+
+def add(store: ContextStore, i: int, valid: bool = True) -> int:
+    claim = store.claim(USER, f"SM{i}", now=1000.0 + i)
+    assert claim.status == "new"
+    return store.commit(USER, claim, f"SM{i}", f"answer {i}", pair(i) if valid else None, now=1000.0 + i).count_since_summary
+
+
+def commit(store: ContextStore, sid: str, p: Pair | None, now: float | None = None):  # type: ignore[no-untyped-def]
+    claim = store.claim(USER, sid, now=now)
+    return store.commit(USER, claim, sid, "a", p, now=now)
+
+
+def test_empty_user_has_empty_context(store: ContextStore) -> None:
+    context = store.load(USER)
+    assert context.summary == "" and context.recent == [] and context.count_since_summary == 0
+    assert context.last_interaction is None
+    assert store.pending_pairs(USER) == []
+
+
+def test_five_pairs_fit_the_window(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(5):
+        assert add(store, i) == i + 1
+    assert [p.sid for p in store.load(USER).recent] == [f"SM{i}" for i in range(5)]
+    assert client.llen(user_key(PENDING_PREFIX, USER)) == 0
+    assert [p.sid for p in store.pending_pairs(USER)] == [f"SM{i}" for i in range(5)]
+
+
+def test_sixth_pair_moves_the_oldest_to_pending(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(6):
+        add(store, i)
+    context = store.load(USER)
+    assert [p.sid for p in context.recent] == [f"SM{i}" for i in range(1, 6)]
+    assert context.count_since_summary == 6
+    older = client.lrange(user_key(PENDING_PREFIX, USER), 0, -1)
+    assert [json.loads(x)["sid"] for x in older] == ["SM0"]
+    assert [p.sid for p in store.pending_pairs(USER)] == [f"SM{i}" for i in range(6)]
+
+
+def test_invalid_message_is_seen_but_not_context(store: ContextStore) -> None:
+    add(store, 0)
+    assert add(store, 1, valid=False) == 1
+    context = store.load(USER)
+    assert [p.sid for p in context.recent] == ["SM0"]
+    assert context.last_interaction == 1001.0
+
+
+def test_duplicate_returns_the_stored_reply(store: ContextStore) -> None:
+    add(store, 0)
+    claim = store.claim(USER, "SM0")
+    assert claim.status == "duplicate" and claim.reply == "answer 0"
+    add(store, 1, valid=False)
+    assert store.claim(USER, "SM1").reply == "answer 1"
+
+
+def test_inflight_claim_blocks_then_expires(store: ContextStore) -> None:
+    assert store.claim(USER, "SMx", now=1000.0).status == "new"
+    assert store.claim(USER, "SMx", now=1001.0).status == "inflight"
+    assert store.claim(USER, "SMx", now=1000.0 + INFLIGHT_LEASE_S + 1).status == "new"
+
+
+def test_release_lets_a_redelivery_retry(store: ContextStore) -> None:
+    claim = store.claim(USER, "SMx")
+    store.release(USER, claim, "SMx")
+    assert store.claim(USER, "SMx").status == "new"
+
+
+def test_a_taken_over_claim_stores_nothing(store: ContextStore) -> None:
+    """A first attempt that outlived its lease must not store a second copy."""
+    first = store.claim(USER, "SMx", now=1000.0)
+    second = store.claim(USER, "SMx", now=1000.0 + INFLIGHT_LEASE_S + 1)
+    assert store.commit(USER, second, "SMx", "a", pair(1)).pair_stored
+    assert not store.commit(USER, first, "SMx", "a", pair(1)).pair_stored
+    assert len(store.load(USER).recent) == 1
+
+
+def test_reset_while_in_flight_drops_the_pair(store: ContextStore) -> None:
+    add(store, 0)
+    in_flight = store.claim(USER, "SMlate")
+    store.reset(USER)
+    result = store.commit(USER, in_flight, "SMlate", "old answer", pair(1))
+    assert not result.pair_stored
+    assert store.load(USER).recent == []
+    assert store.claim(USER, "SMlate").reply == "old answer"  # still answered once
+
+
+def test_reset_of_an_unknown_user_creates_nothing(store: ContextStore, client: redis.Redis) -> None:
+    assert store.reset("+15550001111") is False
+    assert client.keys("*15550001111*") == []
+
+
+def test_only_the_newest_sids_are_remembered(store: ContextStore, client: redis.Redis) -> None:
+    in_flight = store.claim(USER, "SMflight", now=999.0)
+    for i in range(7):
+        add(store, i)
+    assert sorted(client.hkeys(user_key(SEEN_PREFIX, USER))) == ["SM3", "SM4", "SM5", "SM6", "SMflight"]
+    assert in_flight.status == "new"  # an in-flight claim is never evicted
+    records = {k: json.loads(v) for k, v in client.hgetall(user_key(SEEN_PREFIX, USER)).items()}
+    # a reply stored in its pair is copied only on the newest three records
+    assert [k for k in ("SM3", "SM4", "SM5", "SM6") if "r" in records[k]] == ["SM4", "SM5", "SM6"]
+    assert store.claim(USER, "SM3").reply == pair(3).assistant  # found in the pair instead
+
+
+def test_redelivery_finds_a_reply_whose_pair_left_the_window(client: redis.Redis) -> None:
+    store = ContextStore(client, recent_pairs=5, dedup_keep=20, policy=POLICY)
+    for i in range(12):
+        add(store, i)
+    assert store.claim(USER, "SM1").reply == pair(1).assistant  # from chat_pending
+
+
+def test_every_key_gets_the_ttl(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(6):
+        add(store, i)
+    for prefix in (CONTEXT_PREFIX, PENDING_PREFIX, SEEN_PREFIX):
+        assert 3500 < client.ttl(user_key(prefix, USER)) <= 3600
+
+
+def test_unicode_survives_lua(store: ContextStore) -> None:
+    p = Pair(user="¿Dónde está 東京? 🎌", assistant="En Japón — “quotes” / slashes \\ ok", ts=1.0, sid="SMu")
+    commit(store, "SMu", p)
+    [stored] = store.load(USER).recent
+    assert (stored.user, stored.assistant, stored.n) == (p.user, p.assistant, 1)
+
+
+def test_keys_share_one_cluster_slot(store: ContextStore) -> None:
+    keys = user_keys(USER)
+    assert all("{+14155550100}" in k for k in keys)
+
+
+def test_redis_errors_become_store_unavailable() -> None:
+    dead = make_redis("redis://127.0.0.1:1/0")
+    store = ContextStore(dead, recent_pairs=5, dedup_keep=4)
+    with pytest.raises(StoreUnavailable):
+        store.claim(USER, "SM1")
+    with pytest.raises(StoreUnavailable):
+        store.reset(USER)
+    assert store.ping() is False
+
+
+# -- summaries -------------------------------------------------------------------------
+def test_summary_due_exactly_once_at_n(store: ContextStore) -> None:
+    dues = [SUMMARY in commit(store, f"SM{i}", pair(i)).due for i in range(15)]
+    assert dues.index(True) == 9 and dues.count(True) == 1  # the 10th pair, once
+
+
+def test_summary_trigger_comes_back_after_the_lease(store: ContextStore) -> None:
+    for i in range(10):
+        commit(store, f"SM{i}", pair(i), now=1000.0)
+    assert SUMMARY in commit(store, "SMlate", pair(99), now=1000.0 + POLICY.job_lease_s + 1).due
+
+
+def take(store: ContextStore):  # type: ignore[no-untyped-def]
+    token = store.take_trigger(USER, SUMMARY)
+    return token, store.snapshot(USER)
+
+
+def test_apply_summary_consumes_exactly_the_snapshot(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(8):
+        add(store, i)
+    token, snap = take(store)
+    assert [p.n for p in snap.pending] == list(range(1, 9))
+    for i in range(8, 11):  # arrive while the job runs
+        add(store, i)
+    assert store.apply_summary(USER, token, snap.epoch, snap.pending[-1].n, "The user asked eight things.")[0]
+    context = store.load(USER)
+    assert context.summary == "The user asked eight things."
+    assert context.count_since_summary == 3
+    assert [p.n for p in store.pending_pairs(USER)] == [9, 10, 11]
+    assert client.llen(user_key(PENDING_PREFIX, USER)) == 0  # consumed overflow removed
+    assert [p.n for p in context.recent] == [7, 8, 9, 10, 11]  # the window is untouched
+
+
+def test_apply_summary_refuses_stale_state(store: ContextStore) -> None:
+    for i in range(6):
+        add(store, i)
+    token, snap = take(store)
+    store.reset(USER)
+    assert store.apply_summary(USER, token, snap.epoch, snap.pending[-1].n, "old news") == (False, "superseded")
+    assert store.load(USER).summary == ""
+
+
+def test_apply_summary_refuses_after_a_reset_even_with_the_token(store: ContextStore) -> None:
+    for i in range(6):
+        add(store, i)
+    token, snap = take(store)
+    store.reset(USER)
+    for i in range(6, 9):
+        add(store, i)
+    store.scripts.run(  # the same token again
+        "take_trigger", {"hash": user_key(CONTEXT_PREFIX, USER)}, {"job": "summary_job", "now": 1.0, "token": token}
+    )
+    assert store.apply_summary(USER, token, snap.epoch, 6, "old news") == (False, "reset")
+
+
+def test_superseded_job_cannot_apply_or_release(store: ContextStore) -> None:
+    for i in range(6):
+        add(store, i)
+    old, snap = take(store)
+    new, _ = take(store)
+    assert not store.release_trigger(USER, SUMMARY, old)
+    assert store.apply_summary(USER, old, snap.epoch, 6, "stale")[1] == "superseded"
+    assert store.apply_summary(USER, new, snap.epoch, 6, "fresh")[0]
+
+
+def test_a_drop_during_the_job_does_not_discard_it(client: redis.Redis) -> None:
+    policy = SummaryPolicy(every_n_pairs=1000, soft_bytes=100_000, max_bytes=700, job_lease_s=900)
+    store = ContextStore(client, recent_pairs=2, dedup_keep=4, policy=policy)
+    for i in range(6):
+        commit(store, f"SM{i}", pair(i))
+    token = store.take_trigger(USER, SUMMARY)
+    snap = store.snapshot(USER)
+    for i in range(6, 12):  # pending overflows; the oldest are dropped while the job runs
+        commit(store, f"SM{i}", pair(i))
+    assert store.load(USER).summarized_seq > 0
+    applied, _ = store.apply_summary(USER, token, snap.epoch, snap.pending[-1].n, "summary")
+    assert applied and store.load(USER).summary == "summary"
+    context = store.load(USER)
+    assert context.count_since_summary == len(store.pending_pairs(USER))
+
+
+def test_apply_summary_can_clear_the_recent_window(store: ContextStore) -> None:
+    for i in range(4):
+        add(store, i)
+    token, snap = take(store)
+    add(store, 4)
+    assert store.apply_summary(USER, token, snap.epoch, 4, "old topic", clear_recent=True)[0]
+    assert [p.n for p in store.load(USER).recent] == [5]
+
+
+def test_reset_clears_conversation_but_not_dedup(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(7):
+        add(store, i)
+    assert store.reset(USER)
+    context = store.load(USER)
+    assert (context.summary, context.recent, context.count_since_summary) == ("", [], 0)
+    assert store.pending_pairs(USER) == []
+    assert client.exists(user_key(PENDING_PREFIX, USER)) == 0
+    assert store.claim(USER, "SM6").status == "duplicate"
+    assert add(store, 100) == 1  # counting starts again
+
+
+def test_pending_is_bounded_by_bytes(client: redis.Redis) -> None:
+    policy = SummaryPolicy(every_n_pairs=1000, soft_bytes=100_000, max_bytes=1000, job_lease_s=900)
+    store = ContextStore(client, recent_pairs=5, dedup_keep=4, policy=policy)
+    dropped = sum(commit(store, f"SM{i}", pair(i)).dropped for i in range(40))
+    items = client.lrange(user_key(PENDING_PREFIX, USER), 0, -1)
+    assert sum(len(x.encode()) for x in items) <= 1000 and dropped > 0
+    pending = store.pending_pairs(USER)
+    assert pending[-1].n == 40 and store.load(USER).count_since_summary == len(pending)
