@@ -106,3 +106,15 @@ def test_inspect_shows_a_queued_summary_job(run, send, model: StandinModel) -> N
     report = json.loads(run("inspect", USER, "--json").stdout)
     assert report["summary_job"]["status"] == "queued" and report["summary_job"]["triggered_at"]
     assert len(report["pending_pairs"]) == 10
+
+
+def test_console_scripts_point_at_real_functions() -> None:
+    """`whatsapp-bot` (pyproject's [project.scripts]) must keep resolving after moves."""
+    import importlib
+    import tomllib
+    from pathlib import Path
+
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    for target in scripts.values():
+        module, _, attr = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr))
