@@ -158,7 +158,7 @@ class CommandStep:
         """Carry out opt-out, opt-in and erase."""
         user = turn.msg.user
         if kind in ("opt_out", "opt_in"):
-            set_opt_out(self.users, user, kind == "opt_out", actor=user, via="user")
+            set_opt_out(self.users, user, kind == "opt_out", actor=user, via="user", free_trigger=True)
             self._done(turn, OPT_OUT_REPLY if kind == "opt_out" else OPT_IN_REPLY, kind)
         elif kind == "erase":
             self.users.meta.set_meta(user, erase_requested_at=str(time.time()))

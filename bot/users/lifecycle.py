@@ -29,14 +29,15 @@ def reset_conversation(data: UserData, target: str, actor: str, via: str) -> boo
     return existed
 
 
-def set_opt_out(data: UserData, target: str, opted_out: bool, actor: str, via: str) -> None:
-    """Turn fact extraction off (freeing its trigger) or back on for one user."""
-    if opted_out:
-        data.meta.set_meta(
-            target, opted_out="1", **{f"{EXTRACTION_JOB}_at": None, f"{EXTRACTION_JOB}_token": None}
-        )
-    else:
-        data.meta.set_meta(target, opted_out=None)
+def set_opt_out(
+    data: UserData, target: str, opted_out: bool, actor: str, via: str, free_trigger: bool = False
+) -> None:
+    """Turn fact extraction off or back on for one user; free_trigger also drops the
+    extraction trigger, so a job already queued is superseded (the user's own command)."""
+    fields: dict[str, str | None] = {"opted_out": "1" if opted_out else None}
+    if opted_out and free_trigger:
+        fields.update({f"{EXTRACTION_JOB}_at": None, f"{EXTRACTION_JOB}_token": None})
+    data.meta.set_meta(target, **fields)
     event = "audit.memory_opt_out" if opted_out else "audit.memory_opt_in"
     log.info(event, actor=_actor(actor), target=mask_phone(target), via=via)
 
