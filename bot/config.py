@@ -138,8 +138,14 @@ class Settings(BaseSettings):
     OPERATOR_NUMBERS: str = ""
 
     # --- redelivery ------------------------------------------------------------------
-    # How many of a user's latest MessageSids are remembered to answer redeliveries.
-    DEDUP_KEEP: int = Field(default=10, ge=1, le=500)
+    # A MessageSid is remembered this long: a redelivery inside it is never answered twice,
+    # however many messages came in between. Twilio redelivers within minutes, not hours.
+    DEDUP_WINDOW_S: int = Field(default=900, ge=60, le=86400)
+    # Twilio's retry horizon: a redelivery this soon gets the first reply again, in full;
+    # later, the user has long had it, so an empty answer (and a log line).
+    REDELIVERY_REPLY_S: int = Field(default=120, ge=0)
+    # At most this many MessageSids per user inside the window (a flood cannot grow Redis).
+    DEDUP_MAX_RECORDS: int = Field(default=200, ge=10, le=5000)
     # How long a redelivery waits for the first attempt, still in flight, to finish.
     DEDUP_WAIT_S: float = Field(default=10.0, ge=0)
 
@@ -162,6 +168,8 @@ class Settings(BaseSettings):
                 f"LLM_TIMEOUT_S x (LLM_MAX_RETRIES + 1) = {worst:g}s exceeds {MODEL_DEADLINE_S:g}s;"
                 " Twilio gives up on a webhook after 15s"
             )
+        if self.REDELIVERY_REPLY_S > self.DEDUP_WINDOW_S:
+            raise ValueError("REDELIVERY_REPLY_S must not exceed DEDUP_WINDOW_S")
         room = self.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS
         if self.MEMORY_MAX_TOKENS + self.MAX_USER_MESSAGE_TOKENS > room:
             raise ValueError(

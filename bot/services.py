@@ -31,6 +31,7 @@ from bot.storage.context import ContextStore
 from bot.storage.facts import FactStore
 from bot.storage.keys import Ttls
 from bot.storage.memory_meta import MemoryMetaStore
+from bot.storage.redelivery import RedeliveryPolicy
 from bot.storage.triggers import SummaryPolicy
 from bot.users.data import UserData
 
@@ -107,7 +108,11 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
     store = ContextStore(
         client,
         recent_pairs=FULL_HISTORY_PAIRS if full else settings.RECENT_PAIRS,
-        dedup_keep=settings.DEDUP_KEEP,
+        redelivery=RedeliveryPolicy(
+            window_s=settings.DEDUP_WINDOW_S,
+            reply_s=settings.REDELIVERY_REPLY_S,
+            max_records=settings.DEDUP_MAX_RECORDS,
+        ),
         ttls=ttls,
         policy=SummaryPolicy(
             extract_every_n_pairs=0 if full else settings.EXTRACTION_INTERVAL,

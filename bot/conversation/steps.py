@@ -65,7 +65,9 @@ class ClaimStep:
             turn.status = "degraded"  # answer from the message alone; nothing is remembered
             return
         if claim.status == "duplicate":
-            log.info("message.duplicate", replayed=claim.reply is not None)
+            # Inside Twilio's retry horizon the user may never have had the reply: send it
+            # again. Later they have: an empty answer, so nothing is sent twice.
+            log.info("message.duplicate", replayed=claim.reply is not None, age_s=claim.age_s)
             turn.settle(claim.reply or "", status="duplicate")
             turn.stopped = True
         elif claim.status == "inflight":

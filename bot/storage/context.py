@@ -38,7 +38,7 @@ from bot.storage.keys import (
     user_key,
 )
 from bot.storage.records import Pair, as_float, decode_pairs, flat_to_dict, text
-from bot.storage.redelivery import INFLIGHT_LEASE_S
+from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.scripts import Scripts
 from bot.storage.triggers import SummaryPolicy
 
@@ -86,9 +86,10 @@ class Claim:
 
     status: str  # "new", "duplicate" or "inflight"
     context: Context
-    reply: str | None = None  # for duplicates: the reply already given
+    reply: str | None = None  # for duplicates inside the reply window: the reply already given
     memory: Memory = field(default_factory=Memory)
     token: str = ""  # proves, at commit, that this attempt still owns the MessageSid
+    age_s: float | None = None  # duplicates and in-flight: seconds since the first attempt
 
 
 @dataclass(frozen=True)
@@ -142,13 +143,13 @@ class ContextStore:
         client: redis.Redis,
         *,
         recent_pairs: int,
-        dedup_keep: int,
+        redelivery: RedeliveryPolicy | None = None,
         ttls: Ttls | None = None,
         policy: SummaryPolicy | None = None,
     ) -> None:
         self.redis = client
         self.recent_pairs = recent_pairs
-        self.dedup_keep = dedup_keep
+        self.redelivery = redelivery or RedeliveryPolicy()
         self.ttls = ttls or Ttls()
         self.policy = policy or SummaryPolicy()
         self.scripts = Scripts(
@@ -177,19 +178,28 @@ class ContextStore:
         """Claim a MessageSid for processing and load the user's context in one round trip."""
         now = time.time() if now is None else now
         token = new_token()
-        status, flat, reply, facts, session, meta, older = self.scripts.run(
+        r = self.redelivery
+        status, flat, reply, facts, session, meta, age = self.scripts.run(
             "claim",
-            self._keys(user),
-            {"sid": sid, "now": now, "lease": INFLIGHT_LEASE_S, "token": token, "ttl": self.ttls.context},
+            self._pick(user, "context", "seen", "facts", "session", "memory"),
+            {
+                "sid": sid,
+                "now": now,
+                "lease": INFLIGHT_LEASE_S,
+                "token": token,
+                "window": r.window_s,
+                "reply_window": r.reply_s,
+            },
         )
-        status = text(status)
-        context = context_from_hash(flat_to_dict(flat))
-        previous = text(reply) if reply else None
-        if status == "duplicate" and previous is None:
-            stored = context.recent + [Pair.from_obj(json.loads(text(item))) for item in older]
-            previous = next((p.assistant for p in stored if p.sid == sid), None)
         memory = Memory(flat_to_dict(facts), flat_to_dict(session), flat_to_dict(meta))
-        return Claim(status=status, context=context, reply=previous, memory=memory, token=token)
+        return Claim(
+            status=text(status),
+            context=context_from_hash(flat_to_dict(flat)),
+            reply=text(reply) if reply else None,
+            memory=memory,
+            token=token,
+            age_s=None if float(text(age)) < 0 else float(text(age)),
+        )
 
     def commit(
         self,
@@ -222,8 +232,9 @@ class ContextStore:
                 "recent_max": self.recent_pairs,
                 "pending_max": p.max_bytes,
                 "job_lease": p.job_lease_s,
-                "dedup_keep": self.dedup_keep,
-                "replies_kept": p.replies_kept,
+                "window": self.redelivery.window_s,
+                "reply_window": self.redelivery.reply_s,
+                "max_records": self.redelivery.max_records,
                 "ttl": {"context": self.ttls.context, "facts": self.ttls.facts, "session": self.ttls.session},
                 "triggers": [rule.to_lua(tokens[rule.name]) for rule in p.triggers()],
             },

@@ -1,14 +1,17 @@
 """Redelivery records: which MessageSids a user's messages had, and how each was answered.
 
-Key ``chat_seen:{+E164}`` hash: MessageSid -> ``{st: pending|done, ts, tok?, r?: reply,
-pair?: true}`` for the user's last DEDUP_KEEP answered messages (one in flight is never
-evicted). The claim and commit scripts (lua/claim.lua, lua/commit.lua) write it; a reply
-stored as a pair is found in the pair instead of being copied.
+Key ``chat_seen:{+E164}`` hash: MessageSid -> ``{st: pending|done, ts, tok?, r?: reply}``
+for the user's messages of the last DEDUP_WINDOW_S. A redelivery inside that window is never
+processed twice, however many messages came in between; inside REDELIVERY_REPLY_S (Twilio's
+retry horizon) it gets the first reply again, whole. The hash expires DEDUP_WINDOW_S after
+the user's last message, so records cost nothing at rest. The claim and commit scripts
+(lua/claim.lua, lua/commit.lua) write it.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -20,6 +23,15 @@ from bot.storage.records import text
 #: A message still "in flight" after this long is taken to be lost (its worker died),
 #: and a redelivery may process it again. Twilio gives up on a request after 15 s.
 INFLIGHT_LEASE_S = 30
+
+
+@dataclass(frozen=True)
+class RedeliveryPolicy:
+    """How long MessageSids and their replies are remembered (settings DEDUP_*, REDELIVERY_*)."""
+
+    window_s: int = 900
+    reply_s: int = 120
+    max_records: int = 200
 
 
 def seen_records(client: redis.Redis, user: str) -> dict[str, Any]:

@@ -50,8 +50,6 @@ class SummaryPolicy:
     job_lease_s: int = 900
     # Fact extraction after every this many valid pairs (0: never).
     extract_every_n_pairs: int = 1
-    # Copies of replies already stored in their pair (0: a redelivery reads the pair itself).
-    replies_kept: int = 0
 
     def triggers(self) -> tuple[TriggerRule, ...]:
         """Return the background jobs a stored pair can make due, in the order they are considered."""

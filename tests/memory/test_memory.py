@@ -4,6 +4,7 @@ read-only injection into the next reply prompt, with the stand-in scripted over 
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 
 import pytest
 import redis
@@ -12,7 +13,7 @@ from bot import create_app
 from bot.conversation.replies import ERASED_REPLY
 from bot.memory.selection import FENCE_CLOSE, FENCE_OPEN, FOOTER, HEADER
 from bot.dev.standin import StandinModel
-from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, SESSION_FACTS_PREFIX, user_key
+from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, SEEN_PREFIX, SESSION_FACTS_PREFIX, user_key
 from tests.conftest import USER, inbound_form, sign
 
 pytestmark = pytest.mark.integration
@@ -197,9 +198,29 @@ def test_delete_my_data_asks_then_erases_everything(say, model: StandinModel, wo
     assert redis_client.exists(user_key(FACTS_PREFIX, USER))  # nothing erased before the YES
     assert ERASED_REPLY.split(":")[0] in say("yes")
     worker()  # the late extraction job must not write anything back
-    assert list(redis_client.scan_iter(match="*14155550100*")) == []
+    # Only the YES's MessageSid stays, for the redelivery window: no content, no facts.
+    assert list(redis_client.scan_iter(match="*14155550100*")) == [user_key(SEEN_PREFIX, USER)]
+    [record] = redis_client.hvals(user_key(SEEN_PREFIX, USER))
+    assert json.loads(record)["r"] == ERASED_REPLY
+    assert 0 < redis_client.ttl(user_key(SEEN_PREFIX, USER)) <= 900
     rq_jobs = [k for k in redis_client.scan_iter(match="rq:job:*")]
     assert rq_jobs == []  # the user's jobs (whose arguments hold the number) went too
+
+
+def test_a_redelivered_yes_is_answered_again_not_sent_to_the_model(  # type: ignore[no-untyped-def]
+    client, model: StandinModel, redis_client
+) -> None:
+    def post(form):  # type: ignore[no-untyped-def]
+        response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+        return " ".join(m.text or "" for m in ElementTree.fromstring(response.data).iter("Message"))
+
+    post(inbound_form("Hello, I'd like help with my trip to Lisbon next month."))
+    post(inbound_form("delete my data"))
+    yes = inbound_form("YES")
+    assert post(yes) == ERASED_REPLY
+    asked = len(model.requests())
+    assert post(yes) == ERASED_REPLY  # Twilio redelivered it: same answer, nothing re-run
+    assert len(model.requests()) == asked
 
 
 def test_anything_but_yes_cancels_the_erase(say, model: StandinModel, worker, redis_client) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ from bot.storage.connection import make_redis
 from bot.storage.context import ContextStore
 from bot.storage.keys import CONTEXT_PREFIX, PENDING_PREFIX, SEEN_PREFIX, Ttls, user_key, user_keys
 from bot.storage.records import Pair
-from bot.storage.redelivery import INFLIGHT_LEASE_S
+from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.triggers import SUMMARY, SummaryPolicy
 
 USER = "+14155550100"
@@ -23,12 +23,13 @@ def client(request: pytest.FixtureRequest) -> redis.Redis:
     return request.getfixturevalue("redis_client")
 
 
-POLICY = SummaryPolicy(every_n_pairs=10, soft_bytes=100_000, max_bytes=200_000, job_lease_s=900, replies_kept=3)
+POLICY = SummaryPolicy(every_n_pairs=10, soft_bytes=100_000, max_bytes=200_000, job_lease_s=900)
+REDELIVERY = RedeliveryPolicy(window_s=900, reply_s=120, max_records=50)
 
 
 @pytest.fixture
 def store(client: redis.Redis) -> ContextStore:
-    return ContextStore(client, recent_pairs=5, dedup_keep=4, ttls=Ttls(context=3600), policy=POLICY)
+    return ContextStore(client, recent_pairs=5, redelivery=REDELIVERY, ttls=Ttls(context=3600), policy=POLICY)
 
 
 def pair(i: int) -> Pair:
@@ -82,10 +83,10 @@ def test_invalid_message_is_seen_but_not_context(store: ContextStore) -> None:
 
 def test_duplicate_returns_the_stored_reply(store: ContextStore) -> None:
     add(store, 0)
-    claim = store.claim(USER, "SM0")
+    claim = store.claim(USER, "SM0", now=1005.0)
     assert claim.status == "duplicate" and claim.reply == "answer 0"
     add(store, 1, valid=False)
-    assert store.claim(USER, "SM1").reply == "answer 1"
+    assert store.claim(USER, "SM1", now=1005.0).reply == "answer 1"
 
 
 def test_inflight_claim_blocks_then_expires(store: ContextStore) -> None:
@@ -124,30 +125,59 @@ def test_reset_of_an_unknown_user_creates_nothing(store: ContextStore, client: r
     assert client.keys("*15550001111*") == []
 
 
-def test_only_the_newest_sids_are_remembered(store: ContextStore, client: redis.Redis) -> None:
+def test_redelivery_is_remembered_by_time_not_by_count(store: ContextStore) -> None:
+    for i in range(40):  # 40 more messages from the same user, within the window
+        add(store, i)
+    assert store.claim(USER, "SM0", now=1000.0 + 100).status == "duplicate"
+    assert store.claim(USER, "SM0", now=1000.0 + 100).reply == "answer 0"
+
+
+def test_a_redelivery_gets_the_whole_first_reply(store: ContextStore) -> None:
+    long = "word " * 500  # 2500 characters: longer than a stored pair keeps
+    claim = store.claim(USER, "SMlong", now=1000.0)
+    store.commit(USER, claim, "SMlong", long, pair(1), now=1000.0)
+    for i in range(12):  # its pair is summarized out of the window meanwhile
+        add(store, 100 + i)
+    assert store.claim(USER, "SMlong", now=1000.0 + 60).reply == long
+
+
+def test_after_the_reply_window_a_redelivery_gets_nothing_and_is_still_a_duplicate(
+    store: ContextStore, client: redis.Redis
+) -> None:
+    add(store, 0)  # at 1000.0
+    late = store.claim(USER, "SM0", now=1000.0 + REDELIVERY.reply_s + 1)
+    assert late.status == "duplicate" and late.reply is None and late.age_s == pytest.approx(REDELIVERY.reply_s + 1)
+    claim = store.claim(USER, "SMnext", now=1000.0 + REDELIVERY.reply_s + 5)
+    store.commit(USER, claim, "SMnext", "a", None, now=1000.0 + REDELIVERY.reply_s + 5)
+    record = json.loads(client.hget(user_key(SEEN_PREFIX, USER), "SM0"))
+    assert "r" not in record  # the copy of the reply is dropped at the next commit
+
+
+def test_records_leave_after_the_window_and_stale_in_flight_ones_too(store: ContextStore, client: redis.Redis) -> None:
+    store.claim(USER, "SMlost", now=1000.0)  # its worker died: never committed
+    add(store, 0)  # at 1000.0
+    later = 1000.0 + REDELIVERY.window_s + 1
+    claim = store.claim(USER, "SMlater", now=later)
+    store.commit(USER, claim, "SMlater", "a", None, now=later)
+    assert sorted(client.hkeys(user_key(SEEN_PREFIX, USER))) == ["SMlater"]
+    assert 0 < client.ttl(user_key(SEEN_PREFIX, USER)) <= REDELIVERY.window_s
+
+
+def test_records_are_capped_per_user_but_in_flight_ones_stay(client: redis.Redis) -> None:
+    store = ContextStore(client, recent_pairs=5, redelivery=RedeliveryPolicy(900, 120, max_records=10), policy=POLICY)
     in_flight = store.claim(USER, "SMflight", now=999.0)
-    for i in range(7):
+    for i in range(15):
         add(store, i)
-    assert sorted(client.hkeys(user_key(SEEN_PREFIX, USER))) == ["SM3", "SM4", "SM5", "SM6", "SMflight"]
-    assert in_flight.status == "new"  # an in-flight claim is never evicted
-    records = {k: json.loads(v) for k, v in client.hgetall(user_key(SEEN_PREFIX, USER)).items()}
-    # a reply stored in its pair is copied only on the newest three records
-    assert [k for k in ("SM3", "SM4", "SM5", "SM6") if "r" in records[k]] == ["SM4", "SM5", "SM6"]
-    assert store.claim(USER, "SM3").reply == pair(3).assistant  # found in the pair instead
-
-
-def test_redelivery_finds_a_reply_whose_pair_left_the_window(client: redis.Redis) -> None:
-    store = ContextStore(client, recent_pairs=5, dedup_keep=20, policy=POLICY)
-    for i in range(12):
-        add(store, i)
-    assert store.claim(USER, "SM1").reply == pair(1).assistant  # from chat_pending
+    kept = set(client.hkeys(user_key(SEEN_PREFIX, USER)))
+    assert kept == {f"SM{i}" for i in range(5, 15)} | {"SMflight"} and in_flight.status == "new"
 
 
 def test_every_key_gets_the_ttl(store: ContextStore, client: redis.Redis) -> None:
     for i in range(6):
         add(store, i)
-    for prefix in (CONTEXT_PREFIX, PENDING_PREFIX, SEEN_PREFIX):
+    for prefix in (CONTEXT_PREFIX, PENDING_PREFIX):
         assert 3500 < client.ttl(user_key(prefix, USER)) <= 3600
+    assert 800 < client.ttl(user_key(SEEN_PREFIX, USER)) <= REDELIVERY.window_s
 
 
 def test_unicode_survives_lua(store: ContextStore) -> None:
@@ -164,7 +194,7 @@ def test_keys_share_one_cluster_slot(store: ContextStore) -> None:
 
 def test_redis_errors_become_store_unavailable() -> None:
     dead = make_redis("redis://127.0.0.1:1/0")
-    store = ContextStore(dead, recent_pairs=5, dedup_keep=4)
+    store = ContextStore(dead, recent_pairs=5)
     with pytest.raises(StoreUnavailable):
         store.claim(USER, "SM1")
     with pytest.raises(StoreUnavailable):
@@ -239,7 +269,7 @@ def test_superseded_job_cannot_apply_or_release(store: ContextStore) -> None:
 
 def test_a_drop_during_the_job_does_not_discard_it(client: redis.Redis) -> None:
     policy = SummaryPolicy(every_n_pairs=1000, soft_bytes=100_000, max_bytes=700, job_lease_s=900)
-    store = ContextStore(client, recent_pairs=2, dedup_keep=4, policy=policy)
+    store = ContextStore(client, recent_pairs=2, policy=policy)
     for i in range(6):
         commit(store, f"SM{i}", pair(i))
     token = store.take_trigger(USER, SUMMARY)
@@ -276,7 +306,7 @@ def test_reset_clears_conversation_but_not_dedup(store: ContextStore, client: re
 
 def test_pending_is_bounded_by_bytes(client: redis.Redis) -> None:
     policy = SummaryPolicy(every_n_pairs=1000, soft_bytes=100_000, max_bytes=1000, job_lease_s=900)
-    store = ContextStore(client, recent_pairs=5, dedup_keep=4, policy=policy)
+    store = ContextStore(client, recent_pairs=5, policy=policy)
     dropped = sum(commit(store, f"SM{i}", pair(i)).dropped for i in range(40))
     items = client.lrange(user_key(PENDING_PREFIX, USER), 0, -1)
     assert sum(len(x.encode()) for x in items) <= 1000 and dropped > 0

@@ -29,7 +29,7 @@ def store_pair(store: ContextStore, i: int, now: float = 1000.0):  # type: ignor
 
 
 def test_a_third_job_is_one_more_table_entry(fake_redis: fakeredis.FakeRedis) -> None:
-    store = ContextStore(fake_redis, recent_pairs=5, dedup_keep=10, policy=WithThirdJob(extract_every_n_pairs=0))
+    store = ContextStore(fake_redis, recent_pairs=5, policy=WithThirdJob(extract_every_n_pairs=0))
     due = [sorted(store_pair(store, i).due) for i in range(7)]
     assert due == [[], [], ["entities"], [], [], [], []]  # due at 3 unread, then held by its job
     token = fake_redis.hget(user_key(MEMORY_PREFIX, USER), "entities_job_token")
@@ -38,7 +38,7 @@ def test_a_third_job_is_one_more_table_entry(fake_redis: fakeredis.FakeRedis) ->
 
 
 def test_skip_field_moves_the_cursor_instead_of_triggering(fake_redis: fakeredis.FakeRedis) -> None:
-    store = ContextStore(fake_redis, recent_pairs=5, dedup_keep=10, policy=SummaryPolicy(extract_every_n_pairs=1))
+    store = ContextStore(fake_redis, recent_pairs=5, policy=SummaryPolicy(extract_every_n_pairs=1))
     fake_redis.hset(user_key(MEMORY_PREFIX, USER), "opted_out", "1")
     assert EXTRACTION not in store_pair(store, 0).due
     assert fake_redis.hget(user_key(MEMORY_PREFIX, USER), "extracted_seq") == "1"
@@ -46,6 +46,6 @@ def test_skip_field_moves_the_cursor_instead_of_triggering(fake_redis: fakeredis
 
 def test_early_bytes_make_the_summary_due_before_n(fake_redis: fakeredis.FakeRedis) -> None:
     policy = SummaryPolicy(every_n_pairs=100, soft_bytes=200, max_bytes=10_000, extract_every_n_pairs=0)
-    store = ContextStore(fake_redis, recent_pairs=1, dedup_keep=10, policy=policy)
+    store = ContextStore(fake_redis, recent_pairs=1, policy=policy)
     due = [SUMMARY in store_pair(store, i).due for i in range(6)]
     assert True in due and due.index(True) < 5

@@ -1,23 +1,28 @@
 -- claim: take a MessageSid for processing and load everything the reply needs, in one trip.
--- KEYS: context seen facts session memory pending
+-- KEYS: context seen facts session memory
 -- A: sid; now (Unix seconds); lease (seconds a claim stays in flight before a redelivery
---    may take it over); token (proves ownership at commit); ttl (seconds, for chat_seen).
--- Returns {status ('new', 'duplicate' or 'inflight'), the context hash, the reply or false,
---          facts, session facts, memory (flat hashes, 'new' only), pending pairs (only for
---          a duplicate whose reply lives in its stored pair)}.
+--    may take it over); token (proves ownership at commit); window (seconds a MessageSid
+--    is remembered: chat_seen's TTL); reply_window (seconds a redelivery still gets the
+--    first reply, in full).
+-- Returns {status ('new', 'duplicate' or 'inflight'), the context hash ('new' only), the
+--          reply or false, facts, session facts, memory (flat hashes, 'new' only),
+--          seconds since the first attempt (duplicates), or -1}.
 local rec = redis.call('HGET', K.seen, A.sid)
 if rec then
-  local r = cjson.decode(rec)
-  if r.st == 'done' then
-    local older = {}
-    if not r.r and r.pair then older = redis.call('LRANGE', K.pending, 0, -1) end
-    return {'duplicate', redis.call('HGETALL', K.context), r.r or false, {}, {}, {}, older}
-  end
-  if A.now - tonumber(r.ts) < A.lease then
-    return {'inflight', {}, false, {}, {}, {}, {}}
+  local ok, r = pcall(cjson.decode, rec)
+  if ok and type(r) == 'table' then
+    local age = A.now - (tonumber(r.ts) or 0)
+    if r.st == 'done' then
+      local reply = false
+      if r.r and age <= A.reply_window then reply = r.r end
+      return {'duplicate', {}, reply, {}, {}, {}, tostring(age)}
+    end
+    if age < A.lease then
+      return {'inflight', {}, false, {}, {}, {}, tostring(age)}
+    end
   end
 end
 redis.call('HSET', K.seen, A.sid, cjson.encode({st='pending', ts=A.now, tok=A.token}))
-if A.ttl > 0 then redis.call('EXPIRE', K.seen, A.ttl) end
+redis.call('EXPIRE', K.seen, A.window)
 return {'new', redis.call('HGETALL', K.context), false,
-        redis.call('HGETALL', K.facts), redis.call('HGETALL', K.session), redis.call('HGETALL', K.memory), {}}
+        redis.call('HGETALL', K.facts), redis.call('HGETALL', K.session), redis.call('HGETALL', K.memory), '-1'}

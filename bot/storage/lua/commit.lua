@@ -4,12 +4,14 @@
 --    still owns the MessageSid); epoch (the one the message was answered in: a reset since
 --    means the pair is not stored); reply (the text sent); pair ({user, assistant, ts, sid},
 --    absent when the exchange is not valid context); touch (false right after an erase:
---    nothing is written, not even the MessageSid);
+--    only this MessageSid is recorded, so a redelivered YES is answered, not re-run);
 --    recent_max (pairs kept in recent_messages); pending_max (bytes of chat_pending past
 --    which the oldest pending pairs are dropped unsummarized); job_lease (seconds a job
---    holds its trigger); dedup_keep (MessageSids remembered); replies_kept (of those, how many
---    keep a copy of a reply already stored in its pair); ttl ({context, facts, session}
---    seconds; 0 = no expiry);
+--    holds its trigger); window (seconds a MessageSid is remembered: older records are
+--    dropped, and chat_seen expires this long after the last message); reply_window
+--    (seconds a record keeps its reply for a redelivery); max_records (MessageSids kept per
+--    user inside the window, newest first; one in flight is never evicted); ttl ({context,
+--    facts, session} seconds; 0 = no expiry);
 --    triggers (the background jobs a stored pair can make due, in order: each
 --    {name, hash, cursor, job, every, early_bytes, skip_field?, token}; see
 --    bot/storage/triggers.py).
@@ -35,15 +37,22 @@ end
 
 local record = {st='done', ts=A.now, r=A.reply}
 local dropped, stored, taken = 0, 0, {}
+if not A.touch then
+  -- The user's data was just erased, this claim with it: remember only that this
+  -- MessageSid was answered (no user data), so a redelivered YES is not run again.
+  redis.call('HSET', K.seen, A.sid, cjson.encode(record))
+  redis.call('EXPIRE', K.seen, A.window)
+  return {0, 0, 0, 0, {}}
+end
 local owned = false
 local current = redis.call('HGET', K.seen, A.sid)
 if current then
   local ok, r = pcall(cjson.decode, current)
-  owned = ok and r.st == 'pending' and r.tok == A.token
+  owned = ok and type(r) == 'table' and r.st == 'pending' and r.tok == A.token
 end
-if not owned or not A.touch then
+if not owned then
   -- Another attempt took this MessageSid over (it records the outcome), or the user's
-  -- data was erased meanwhile or just now: write nothing at all.
+  -- data was erased meanwhile: write nothing at all.
   return {0, 0, 0, 0, {}}
 end
 local seq = num(K.context, 'seq')
@@ -76,7 +85,6 @@ if A.pair and num(K.context, 'epoch') == A.epoch then
   redis.call('HSET', K.context, 'recent_messages', encode_list(recent), 'seq', seq,
              'summarized_seq', summarized, 'message_count_since_summary', seq - summarized)
   stored = 1
-  record.pair = true
   for _, rule in ipairs(A.triggers) do
     if take_if_due(rule, seq, bytes) then table.insert(taken, rule.name) end
   end
@@ -85,27 +93,26 @@ else
 end
 redis.call('HSET', K.context, 'last_interaction_timestamp', A.now)
 redis.call('HSET', K.seen, A.sid, cjson.encode(record))
--- remember the newest `dedup_keep` MessageSids (never evicting one still in flight); a reply
--- stored in its pair is copied only on the newest few (a redelivery finds the rest in the pair)
+-- Remember MessageSids by time: records older than the window go (a stale in-flight one
+-- too); a reply is kept only for the reply window; past max_records, the oldest answered go.
 local all = redis.call('HGETALL', K.seen)
 local done = {}
 for j = 1, #all, 2 do
   local ok, r = pcall(cjson.decode, all[j + 1])
-  if not ok then
+  local age = ok and type(r) == 'table' and A.now - (tonumber(r.ts) or 0)
+  if not age or age > A.window then
     redis.call('HDEL', K.seen, all[j])
   elseif r.st == 'done' then
-    table.insert(done, {all[j], tonumber(r.ts) or 0, r})
+    if r.r and age > A.reply_window then
+      r.r = nil
+      redis.call('HSET', K.seen, all[j], cjson.encode(r))
+    end
+    table.insert(done, {all[j], tonumber(r.ts) or 0})
   end
 end
 table.sort(done, function(a, b) return a[2] > b[2] end)
-for j = 1, #done do
-  if j > A.dedup_keep then
-    redis.call('HDEL', K.seen, done[j][1])
-  elseif j > A.replies_kept and done[j][3].r and done[j][3].pair then
-    done[j][3].r = nil
-    redis.call('HSET', K.seen, done[j][1], cjson.encode(done[j][3]))
-  end
-end
-refresh(K.context, A.ttl.context); refresh(K.pending, A.ttl.context); refresh(K.seen, A.ttl.context)
+for j = A.max_records + 1, #done do redis.call('HDEL', K.seen, done[j][1]) end
+redis.call('EXPIRE', K.seen, A.window)
+refresh(K.context, A.ttl.context); refresh(K.pending, A.ttl.context)
 refresh(K.facts, A.ttl.facts); refresh(K.memory, A.ttl.facts); refresh(K.session, A.ttl.session)
 return {num(K.context, 'message_count_since_summary'), dropped, num(K.context, 'seq'), stored, taken}

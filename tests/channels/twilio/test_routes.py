@@ -168,6 +168,38 @@ def test_duplicate_of_a_fallback_replays_the_fallback(send, model: StandinModel,
     assert len(model.requests()) == 1
 
 
+def test_a_redelivery_after_30_more_messages_is_still_answered_once(  # type: ignore[no-untyped-def]
+    send, model: StandinModel, services
+) -> None:
+    """Redelivery is a matter of time, not of how many messages came in between."""
+    long_reply = ("Alfama is old and steep, with views over the river. " * 60).strip()  # > 1600 chars
+    model.script({"content": long_reply, "match": "first question"})
+    sid = new_sid()
+    first = messages(send("My first question: where should I stay in Lisbon for a week?", sid=sid))
+    assert len(first) == 2 and " ".join(first).replace("  ", " ").startswith("Alfama")  # split, not clipped
+    for i in range(30):
+        send(f"Question number {i} about Lisbon trams and museums, please?")
+    requests_before = len(model.requests())
+    seq_before = services.store.load(USER).seq
+    again = messages(send("My first question: where should I stay in Lisbon for a week?", sid=sid))
+    assert again == first  # the whole first reply, split as it was
+    assert len(model.requests()) == requests_before and services.store.load(USER).seq == seq_before
+
+
+def test_a_late_redelivery_gets_an_empty_answer_and_is_logged(make_settings, redis_client, model) -> None:  # type: ignore[no-untyped-def]
+    client = create_app(make_settings(REDELIVERY_REPLY_S=0)).test_client()
+    form = inbound_form(QUESTION)
+    headers = {"X-Twilio-Signature": sign(form)}
+    assert len(messages(client.post("/whatsapp", data=form, headers=headers))) == 1
+    time.sleep(0.01)
+    with capture_logs() as logs:
+        late = client.post("/whatsapp", data=form, headers=headers)
+    assert late.status_code == 200 and messages(late) == []
+    assert len(model.requests()) == 1
+    [event] = [e for e in logs if e["event"] == "message.duplicate"]
+    assert event["replayed"] is False and event["age_s"] > 0
+
+
 # -- filtering -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "step",
