@@ -207,6 +207,19 @@ def test_delete_my_data_asks_then_erases_everything(say, model: StandinModel, wo
     assert rq_jobs == []  # the user's jobs (whose arguments hold the number) went too
 
 
+def test_a_user_back_after_the_context_expired_is_learned_about_again(  # type: ignore[no-untyped-def]
+    say, model: StandinModel, worker, redis_client
+) -> None:
+    """chat_context lives 30 days, user_memory 365: seq restarts while extracted_seq stays."""
+    redis_client.hset(user_key(MEMORY_PREFIX, USER), mapping={"extracted_seq": 57, "stat_stored": 3})
+    model.script(extracted({"key": "city", "value": "Porto"}))
+    say("I moved to Porto last month and I'm looking for a dentist nearby.")
+    worker()
+    assert [r for r in model.requests() if EXTRACT_MARK in r["messages"][-1]["content"]]
+    assert facts_of(redis_client)["city"]["value"] == "Porto"
+    assert redis_client.hget(user_key(MEMORY_PREFIX, USER), "extracted_seq") == "1"
+
+
 def test_a_redelivered_yes_is_answered_again_not_sent_to_the_model(  # type: ignore[no-untyped-def]
     client, model: StandinModel, redis_client
 ) -> None:

@@ -27,7 +27,14 @@ local function take_if_due(rule, seq, pending_bytes)
     redis.call('HSET', hash, rule.cursor, seq)
     return false
   end
-  local unread = seq - num(hash, rule.cursor)
+  local cursor = num(hash, rule.cursor)
+  if cursor >= seq then
+    -- The cursor counts an earlier conversation that expired (the user is back after its TTL,
+    -- but memory lives longer): numbering restarted, so every stored pair is unread.
+    cursor = 0
+    redis.call('HSET', hash, rule.cursor, 0)
+  end
+  local unread = seq - cursor
   local due = (rule.every > 0 and unread >= rule.every)
     or (rule.early_bytes > 0 and pending_bytes >= rule.early_bytes)
   if not due or A.now - num(hash, rule.job .. '_at') <= A.job_lease then return false end
