@@ -3,7 +3,6 @@ and merge them into the user's memory with the storage rules of bot/memory/rules
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
@@ -11,6 +10,7 @@ import structlog
 
 from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
+from bot.memory.fence import inert
 from bot.memory.rules import FactRules, MergeStats, merge_facts
 from bot.memory.schema import EXTRACTION_SCHEMA, fact_from_extracted, parse_extraction
 from bot.storage.context import ContextStore
@@ -36,10 +36,11 @@ class ExtractionResult:
 
 
 def render_request(known: dict[str, Fact], pairs: list[Pair]) -> str:
-    """Return the extraction request: known facts (JSON strings, so a stored value cannot
-    pose as an instruction), then the new exchanges, the assistant's part marked as context."""
+    """Return the extraction request: known facts (inert JSON strings, so a stored value can
+    neither pose as an instruction nor spell a fence marker), then the new exchanges, the
+    assistant's part marked as context."""
     lines = ["Known facts:"]
-    lines += [f"- {f.key} = {json.dumps(f.value, ensure_ascii=False)}" for f in known.values()] or ["(none)"]
+    lines += [f"- {f.key} = {inert(f.value)}" for f in known.values()] or ["(none)"]
     lines += ["", "New exchange:"]
     for pair in pairs:
         lines.append(f"User: {pair.user}")

@@ -11,7 +11,7 @@ import redis
 from structlog.testing import capture_logs
 
 from bot import create_app
-from bot.conversation.prompt import SUMMARY_HEADER
+from bot.conversation.prompt import render_summary
 from bot.conversation.replies import FALLBACK_REPLY, NON_TEXT_REPLY
 from bot.dev.embedded import free_port
 from bot.dev.standin import StandinModel
@@ -295,7 +295,7 @@ def test_summary_is_injected_when_present(send, model: StandinModel, redis_clien
     redis_client.hset(user_key(CONTEXT_PREFIX, USER), "summary", "The user is planning a trip to Lisbon.")
     send(QUESTION)
     prompt = model.requests()[0]["messages"]
-    assert prompt[1] == {"role": "system", "content": SUMMARY_HEADER + "The user is planning a trip to Lisbon."}
+    assert prompt[1] == {"role": "system", "content": render_summary("The user is planning a trip to Lisbon.")}
 
 
 def test_missing_summary_is_not_injected(send, model: StandinModel) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,38 @@
+"""Fenced, read-only data inside a prompt: text the model must treat as data, never as
+instructions (design note 5). The memory block, the conversation summary and the extraction
+request's known facts all put stored text through `inert`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+#: Block headers; a stored value can never contain one.
+MEMORY_HEADER = "PERSISTENT MEMORY (READ-ONLY)"
+SUMMARY_HEADER = "CONVERSATION SUMMARY (READ-ONLY)"
+HEADERS = (MEMORY_HEADER, SUMMARY_HEADER)
+
+#: Escaped inside values: angle brackets (no marker can be spelled) and every character
+#: that some reader takes for a line break.
+_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
+_ESCAPE = re.compile("[<>\u2028\u2029\u0085]")
+
+
+def inert(value: str) -> str:
+    """Make stored text inert inside a fence: one JSON string on one line, with no angle
+    brackets (so no fence marker) and no copy of a block header."""
+    previous = None
+    while previous != value:  # removing one header can join the halves of another
+        previous = value
+        for header in HEADERS:
+            value = value.replace(header, "")
+    encoded = json.dumps(value, ensure_ascii=False)
+    return _ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], encoded)
+
+
+def fenced(header: str, preamble: str, name: str, lines: list[str], footer: str = "") -> str:
+    """Return a block: header, preamble, the data lines between <<<NAME and NAME>>>, footer."""
+    parts = [header, preamble, f"<<<{name}", *lines, f"{name}>>>"]
+    if footer:
+        parts.append(footer)
+    return "\n".join(parts)
