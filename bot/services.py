@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import redis
 
-from bot.config import MODEL_DEADLINE_S, Settings
+from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.conversation.pipeline import Pipeline, Step
 from bot.conversation.steps import (
     ClaimStep,
@@ -22,10 +22,11 @@ from bot.conversation.steps import (
     ModelStep,
     PromptStep,
 )
+from bot.exceptions import ConfigError
 from bot.jobs.queue import JobQueue
 from bot.llm.client import LLMClient, make_openai_client
 from bot.llm.prompts import Prompt, load_prompt
-from bot.llm.tokens import TokenCounter
+from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.storage.connection import make_redis
 from bot.storage.context import ContextStore
 from bot.storage.facts import FactStore
@@ -91,6 +92,17 @@ def build_steps(
     ]
 
 
+def check_frame(system_prompt: Prompt, counter: TokenCounter) -> None:
+    """Refuse to start when the system prompt and the framing outgrow the room kept for them."""
+    frame = TOKENS_PER_REPLY + counter.message_cost("system", system_prompt.text) + counter.message_cost("user", "")
+    if frame > PROMPT_FRAME_TOKENS:
+        raise ConfigError(
+            f"PROMPTS_DIR: {system_prompt.name}.md takes {frame} tokens with its framing; the prompt "
+            f"budget keeps {PROMPT_FRAME_TOKENS} for it (MAX_PROMPT_TOKENS minus the memory block "
+            "and the message): shorten the prompt"
+        )
+
+
 def ttls_from(settings: Settings) -> Ttls:
     """Return the TTL rules (bot/storage/keys.py) in seconds."""
     return Ttls(
@@ -139,6 +151,7 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         summary=load_prompt("summary", settings.PROMPTS_DIR),
         extraction=load_prompt("extract_facts", settings.PROMPTS_DIR),
     )
+    check_frame(prompts.reply, counter)
     users = UserData(client, store, facts, meta, jobs)
     pipeline = Pipeline(build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full), store)
     return Services(settings, client, store, facts, meta, llm, counter, prompts, jobs, users, pipeline)

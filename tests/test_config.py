@@ -55,3 +55,17 @@ def test_env_example_lists_every_setting() -> None:
 def test_memory_block_must_fit_the_prompt_budget() -> None:
     with pytest.raises(ConfigError, match="MEMORY_MAX_TOKENS"):
         load_settings(env_files=False, MEMORY_MAX_TOKENS=500, **REQUIRED)
+
+
+def test_a_system_prompt_too_big_for_its_frame_stops_startup(tmp_path, make_settings) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from bot.config import DEFAULT_PROMPTS_DIR
+    from bot.services import build_services
+
+    for name in ("summary", "extract_facts"):
+        shutil.copy(DEFAULT_PROMPTS_DIR / f"{name}.md", tmp_path)
+    (tmp_path / "reply_system.md").write_text("---\nversion: 9\n---\n" + "Be helpful and brief. " * 60)
+    with pytest.raises(ConfigError, match="reply_system.md takes"):
+        build_services(make_settings(PROMPTS_DIR=tmp_path))
+    build_services(make_settings())  # the shipped prompt fits

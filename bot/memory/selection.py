@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.llm.tokens import TOKENS_PER_MESSAGE, TokenCounter
+from bot.llm.tokens import TokenCounter
 from bot.memory.fence import MEMORY_HEADER, fenced, inert
 from bot.storage.records import Fact
 
@@ -154,7 +154,7 @@ def select_memory(
         key=lambda i: (not i.relevant, -i.fact.importance, -i.fact.confidence, SCOPES.index(i.scope)),
     )
     # Lines are counted once each (+1 for the newline); the frame is counted once.
-    frame = TOKENS_PER_MESSAGE + counter.count("\n".join([HEADER, PREAMBLE, FENCE_OPEN, FENCE_CLOSE, FOOTER]))
+    frame = counter.message_cost("system", "\n".join([HEADER, PREAMBLE, FENCE_OPEN, FENCE_CLOSE, FOOTER]))
     chosen: list[SelectedFact] = []
     used = frame
     for item in order:
@@ -165,9 +165,9 @@ def select_memory(
         chosen.append(item)
         used += cost
     block = render_block(chosen)
-    tokens = TOKENS_PER_MESSAGE + counter.count(block) if block else 0
+    tokens = counter.message_cost("system", block) if block else 0
     while chosen and tokens > max_tokens:  # merges across line breaks can add a token or two
         dropped.append((chosen.pop().fact.key, "budget"))
         block = render_block(chosen)
-        tokens = TOKENS_PER_MESSAGE + counter.count(block) if block else 0
+        tokens = counter.message_cost("system", block) if block else 0
     return MemorySelection(selected=chosen, dropped=dropped, block=block, tokens=tokens)

@@ -93,3 +93,17 @@ def test_budget_always_holds(budget: int, summary_words: int, pair_size: int) ->
 def test_full_history_keeps_everything() -> None:
     prompt = build(Context(recent=pairs(50, size=100)), max_tokens=None)
     assert prompt.pairs_used == 50 and prompt.tokens > 800
+
+
+def cookbook_count(messages: list[dict[str, str]]) -> int:
+    """OpenAI cookbook: 3 per message, plus every value's tokens (role and content), plus 3."""
+    enc = COUNTER.encoding
+    return 3 + sum(3 + len(enc.encode(m["role"])) + len(enc.encode(m["content"])) for m in messages)
+
+
+def test_the_800_token_cap_holds_by_the_cookbook_formula() -> None:
+    """Roles count too: a prompt counted as 800 without them was about 813."""
+    context = Context(summary="The user is planning a long trip. " * 20, recent=pairs(5))
+    for max_tokens in (300, 500, 800):
+        prompt = build(context, max_tokens=max_tokens)
+        assert prompt.tokens == cookbook_count(prompt.messages) <= max_tokens
