@@ -137,6 +137,10 @@ class Settings(BaseSettings):
     # Comma-separated +E164 numbers allowed to send "#reset +E164" on WhatsApp.
     OPERATOR_NUMBERS: str = ""
 
+    # Key of the pseudonym that stands for a user in RQ job ids and RQ's logs (HMAC-SHA256).
+    # Defaults to TWILIO_AUTH_TOKEN; set it to keep job ids stable across a token rotation.
+    PSEUDONYM_SECRET: str | None = None
+
     # --- redelivery ------------------------------------------------------------------
     # A MessageSid is remembered this long: a redelivery inside it is never answered twice,
     # however many messages came in between. Twilio redelivers within minutes, not hours.
@@ -205,7 +209,7 @@ class Settings(BaseSettings):
     def _empty_token(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("ORG_FACTS_FILE", "EXTRACTION_MODEL", mode="before")
+    @field_validator("ORG_FACTS_FILE", "EXTRACTION_MODEL", "PSEUDONYM_SECRET", mode="before")
     @classmethod
     def _empty_none(cls, value: object) -> object:
         return None if value == "" else value
@@ -214,6 +218,11 @@ class Settings(BaseSettings):
     def extraction_model(self) -> str:
         """Return the model fact extraction uses."""
         return self.EXTRACTION_MODEL or self.OPENAI_MODEL
+
+    @property
+    def pseudonym_secret(self) -> str:
+        """Return the key of users' pseudonyms in job ids."""
+        return self.PSEUDONYM_SECRET or self.TWILIO_AUTH_TOKEN
 
     @property
     def retry_intervals(self) -> list[int]:

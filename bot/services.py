@@ -137,7 +137,9 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
     facts = FactStore(client, facts_ttl_seconds=ttls.facts, session_ttl_seconds=ttls.session)
     meta = MemoryMetaStore(client, ttl_seconds=ttls.facts)
     # RQ stores pickled payloads, so its connection must not decode responses.
-    jobs = JobQueue(make_redis(settings.REDIS_URL, decode_responses=False), settings.retry_intervals)
+    jobs = JobQueue(
+        make_redis(settings.REDIS_URL, decode_responses=False), settings.retry_intervals, settings.pseudonym_secret
+    )
     llm = LLMClient(
         make_openai_client(settings),
         settings.OPENAI_MODEL,

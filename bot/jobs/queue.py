@@ -2,13 +2,17 @@
 
 Each job kind (the names of bot/storage/triggers.py) is one entry in JOB_KINDS: its queue,
 its function, its failure callback and its id prefix. Job ids are `<prefix>-<tag>-<token>`:
-the token of the trigger the job holds, and a pseudonym of the user, so RQ's own logs carry
-no phone numbers and erasing a user can find their jobs.
+the token of the trigger the job holds, and a keyed pseudonym of the user (HMAC-SHA256 with
+PSEUDONYM_SECRET, so nobody can reverse it by hashing every number of a country), so RQ's own
+logs carry no phone numbers and erasing a user finds their jobs without scanning the keyspace.
+Finished jobs keep no result (nothing reads one), so their records, and the number in their
+arguments, go as soon as they succeed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,44 +39,30 @@ class JobKind:
     func: str
     on_failure: str
     id_prefix: str
-    result_ttl: int  # seconds RQ keeps a finished job's result
 
 
 JOB_KINDS = {
-    SUMMARY: JobKind(SUMMARY_QUEUE, "workers.jobs.summarize_user", "workers.jobs.summary_failed", "summary", 3600),
-    EXTRACTION: JobKind(
-        FACTS_QUEUE, "workers.jobs.extract_user_facts", "workers.jobs.extraction_failed", "facts", 600
-    ),
+    SUMMARY: JobKind(SUMMARY_QUEUE, "workers.jobs.summarize_user", "workers.jobs.summary_failed", "summary"),
+    EXTRACTION: JobKind(FACTS_QUEUE, "workers.jobs.extract_user_facts", "workers.jobs.extraction_failed", "facts"),
 }
-
-
-def user_tag(user: str) -> str:
-    """Return a stable pseudonym for a user, for job ids and RQ's own logs (no numbers)."""
-    return hashlib.sha256(user.encode()).hexdigest()[:12]
-
-
-def job_id(kind: str, user: str, token: str) -> str:
-    """Return the id of the job of this kind that holds trigger `token`."""
-    return f"{JOB_KINDS[kind].id_prefix}-{user_tag(user)}-{token}"
-
-
-def summary_job_id(user: str, token: str) -> str:
-    """Return the id of the summary job that holds trigger `token`."""
-    return job_id(SUMMARY, user, token)
-
-
-def extraction_job_id(user: str, token: str) -> str:
-    """Return the id of the extraction job that holds trigger `token`."""
-    return job_id(EXTRACTION, user, token)
 
 
 class JobQueue:
     """Hand slow work to the RQ workers."""
 
-    def __init__(self, connection: redis.Redis, retry_intervals: list[int]) -> None:
+    def __init__(self, connection: redis.Redis, retry_intervals: list[int], pseudonym_key: str) -> None:
         self.connection = connection
         self.queues = {name: Queue(name, connection=connection) for name in {k.queue for k in JOB_KINDS.values()}}
         self.retry_intervals = retry_intervals
+        self._key = pseudonym_key.encode()
+
+    def tag(self, user: str) -> str:
+        """Return the user's pseudonym in job ids: keyed, so it cannot be reversed by trial."""
+        return hmac.new(self._key, user.encode(), hashlib.sha256).hexdigest()[:16]
+
+    def job_id(self, kind: str, user: str, token: str) -> str:
+        """Return the id of the job of this kind that holds trigger `token`."""
+        return f"{JOB_KINDS[kind].id_prefix}-{self.tag(user)}-{token}"
 
     @property
     def summaries(self) -> Queue:
@@ -83,7 +73,7 @@ class JobQueue:
         """Queue the user's job of this kind for trigger `token`, with our retry, timeout and
         failure-callback policy; return its id."""
         spec = JOB_KINDS[kind]
-        ident = job_id(kind, user, token)
+        ident = self.job_id(kind, user, token)
         job = self.queues[spec.queue].enqueue_call(
             spec.func,
             args=(user, token),
@@ -92,7 +82,7 @@ class JobQueue:
             retry=Retry(max=len(self.retry_intervals), interval=self.retry_intervals),
             on_failure=Callback(spec.on_failure),
             timeout=JOB_TIMEOUT_S,
-            result_ttl=spec.result_ttl,
+            result_ttl=0,  # nothing reads a result: the record goes when the job succeeds
             failure_ttl=FAILED_TTL_S,
             description=ident.rsplit("-", 1)[0],
         )
@@ -109,23 +99,38 @@ class JobQueue:
 
     def failed_summaries(self, user: str) -> list[str]:
         """Return the ids of this user's summary jobs in RQ's failed registry."""
-        prefix = f"{JOB_KINDS[SUMMARY].id_prefix}-{user_tag(user)}-"
+        prefix = f"{JOB_KINDS[SUMMARY].id_prefix}-{self.tag(user)}-"
         return [j for j in self.summaries.failed_job_registry.get_job_ids() if j.startswith(prefix)]
 
-    def purge_user(self, user: str) -> int:
+    def user_job_ids(self, user: str, tokens: dict[str, str]) -> set[str]:
+        """Return the ids of every job of this user: those of the triggers they hold now
+        (`tokens`, job kind -> token) and any other still queued, scheduled, running or failed.
+
+        Reads the queues and RQ's registries (bounded by the backlog), never the keyspace.
+        """
+        ids = {self.job_id(kind, user, token) for kind, token in tokens.items() if token}
+        prefixes = tuple(f"{kind.id_prefix}-{self.tag(user)}-" for kind in JOB_KINDS.values())
+        for queue in self.queues.values():
+            registries = (
+                queue.scheduled_job_registry,
+                queue.started_job_registry,
+                queue.deferred_job_registry,
+                queue.failed_job_registry,
+            )
+            for ident in [*queue.get_job_ids(), *(i for r in registries for i in r.get_job_ids())]:
+                if ident.startswith(prefixes):
+                    ids.add(ident)
+        return ids
+
+    def purge_user(self, user: str, tokens: dict[str, str]) -> int:
         """Delete every job of this user (their arguments hold the number); return how many."""
-        tag = user_tag(user)
         deleted = 0
-        for kind in JOB_KINDS.values():
-            for key in self.connection.scan_iter(match=f"rq:job:{kind.id_prefix}-{tag}-*", count=1000):
-                ident = key.decode().removeprefix("rq:job:") if isinstance(key, bytes) else key[7:]
-                if ":" in ident:  # rq:job:<id>:results and similar belong to the job
-                    continue
-                try:
-                    Job.fetch(ident, connection=self.connection).delete(remove_from_queue=True)
-                    deleted += 1
-                except NoSuchJobError:
-                    continue
+        for ident in self.user_job_ids(user, tokens):
+            try:
+                Job.fetch(ident, connection=self.connection).delete(remove_from_queue=True)
+                deleted += 1
+            except NoSuchJobError:
+                continue
         return deleted
 
     def depth(self) -> dict[str, int]:

@@ -52,8 +52,9 @@ def configure_logging(level: str = "INFO", json: bool = False) -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            _mask_phones_in_event,
+            # Exceptions become text first, so the masking below sees their messages too.
             structlog.processors.format_exc_info,
+            _mask_phones_in_event,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level)),

@@ -317,6 +317,17 @@ class ContextStore:
         keys, job = self._trigger_key(user, name)
         return bool(self.scripts.run("release_trigger", keys, {"job": job, "token": token}))
 
+    def trigger_tokens(self, user: str) -> dict[str, str]:
+        """Return the token of each job trigger the user's hashes hold now (job kind -> token)."""
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for rule in self.policy.triggers():
+                    pipe.hget(user_key(TRIGGER_HASHES[rule.hash], user), f"{rule.job}_token")
+                values = pipe.execute()
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        return {rule.name: text(v) for rule, v in zip(self.policy.triggers(), values) if v}
+
     def reset(self, user: str) -> bool:
         """Clear summary, recent and pending pairs and the counter; return whether any existed."""
         keys = self._pick(user, "context", "pending", "session")

@@ -44,11 +44,12 @@ def set_opt_out(
 
 def erase_user(data: UserData, target: str, actor: str, via: str) -> int:
     """Delete every key of one user, facts and queued jobs included, and write the audit event."""
+    tokens = data.store.trigger_tokens(target)  # the jobs they name go too, found without a SCAN
     deleted = erase_keys(data.redis, target)
     purged = 0
     if data.jobs is not None:
         try:
-            purged = data.jobs.purge_user(target)
+            purged = data.jobs.purge_user(target, tokens)
         except Exception as err:  # the keys are gone; stale jobs will find nothing and write nothing
             log.error("erase.jobs_not_purged", error=f"{type(err).__name__}: {err}")
     log.info("audit.erase", actor=_actor(actor), target=mask_phone(target), via=via,

@@ -6,7 +6,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from bot.jobs.queue import summary_job_id
+from bot.storage.triggers import SUMMARY
 from bot.storage.keys import user_keys
 from bot.storage.redelivery import seen_records
 from bot.storage.users import key_report, scan_users
@@ -37,7 +37,7 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         "pending_pairs": [p.to_public() for p in pending],
         "summary_job": {
             "status": (
-                jobs.job_status(summary_job_id(user, context.summary_job_token))
+                jobs.job_status(jobs.job_id(SUMMARY, user, context.summary_job_token))
                 if jobs is not None and context.summary_job_token
                 else None
             ),

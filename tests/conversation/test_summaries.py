@@ -10,7 +10,8 @@ from rq import Queue
 from rq.registry import FailedJobRegistry
 from structlog.testing import capture_logs
 
-from bot.jobs.queue import SUMMARY_QUEUE, summary_job_id
+from bot.jobs.queue import SUMMARY_QUEUE
+from bot.storage.triggers import SUMMARY as SUMMARY_JOB
 from bot.storage.connection import make_redis
 from bot.dev.standin import StandinModel
 from tests.conftest import USER, inbound_form, sign
@@ -98,7 +99,7 @@ def test_pairs_arriving_during_the_job_are_kept_and_counted(  # type: ignore[no-
 
 
 def test_concurrent_messages_crossing_the_threshold_enqueue_one_job(  # type: ignore[no-untyped-def]
-    client, model: StandinModel, redis_url
+    client, model: StandinModel, redis_url, services
 ) -> None:
     model.latency_s = 0.1
     forms = [inbound_form(f"Concurrent question {i} about Lisbon hotels") for i in range(25)]
@@ -110,7 +111,7 @@ def test_concurrent_messages_crossing_the_threshold_enqueue_one_job(  # type: ig
         assert set(pool.map(post, forms)) == {200}
     q = queue(redis_url)
     token = services_token(redis_url)
-    assert q.count == 1 and q.job_ids == [summary_job_id(USER, token)]
+    assert q.count == 1 and q.job_ids == [services.jobs.job_id(SUMMARY_JOB, USER, token)]
 
 
 def test_redelivery_does_not_enqueue_twice(send, model: StandinModel, services, redis_url) -> None:  # type: ignore[no-untyped-def]
@@ -129,7 +130,7 @@ def test_model_failure_leaves_state_and_retries(  # type: ignore[no-untyped-def]
 ) -> None:
     chat(send, model, 10)
     before = services.store.snapshot(USER)
-    job_id = summary_job_id(USER, before.token)
+    job_id = services.jobs.job_id(SUMMARY_JOB, USER, before.token)
     model.script(*[{"status": status, "match": SUMMARY_MARK} for status in (500, 503, 500, 500)])
     with capture_logs() as logs:
         run_worker()  # retries are immediate with SUMMARY_RETRY_INTERVALS=0 (see settings)

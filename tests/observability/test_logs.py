@@ -1,0 +1,21 @@
+"""Logs through the configured processors: numbers masked, exception text included."""
+
+from __future__ import annotations
+
+import structlog
+
+from bot.observability import logs
+
+
+def test_numbers_in_exception_text_are_masked(capsys) -> None:  # type: ignore[no-untyped-def]
+    logs._configured = None  # noqa: SLF001 - configure afresh for this test
+    logs.configure_logging("INFO", json=True)
+    try:
+        raise ValueError("could not reach whatsapp:+14155550100 or +447700900123")
+    except ValueError:
+        structlog.get_logger("test").exception("job.failed")
+    out = capsys.readouterr().err
+    assert "job.failed" in out and "ValueError" in out
+    assert "14155550100" not in out and "447700900123" not in out
+    assert "+14*******00" in out
+    logs._configured = None  # noqa: SLF001
