@@ -148,7 +148,11 @@ def memory_report(data: UserData, user: str) -> dict[str, Any]:
     }
 
 
-def parse_org_facts(data: Any) -> dict[str, Fact]:
+#: Provenance of org facts that came from ORG_FACTS_FILE ("org": written before it was told apart).
+FROM_FILE = ("org_file", "org")
+
+
+def parse_org_facts(data: Any, provenance: str = "admin_api") -> dict[str, Fact]:
     """Turn {"key": "value"} or {"key": {"value": …, "category": …}} into org facts."""
     if not isinstance(data, dict):
         raise OperationError("org facts must be a JSON object of key -> value")
@@ -173,14 +177,25 @@ def parse_org_facts(data: Any) -> dict[str, Fact]:
             source="operator",
             created_at=now,
             updated_at=now,
-            provenance="org",
+            provenance=provenance,
         )
     return facts
 
 
 def load_org_file(facts: FactStore, path: Path) -> int:
-    """Load org facts from a JSON file into Redis; return how many."""
-    parsed = parse_org_facts(json.loads(path.read_text(encoding="utf-8")))
-    facts.set_org_facts(parsed, replace_all=True)  # the file is the whole truth: removed keys go
-    log.info("org_facts.loaded", count=len(parsed), file=path.name)
-    return len(parsed)
+    """Load org facts from a JSON file into Redis at startup; return how many it set.
+
+    The file owns the keys it brought: they are updated, and removed when the file drops
+    them. What operators set through the admin API is theirs and survives every restart,
+    even for a key the file also names. Each process does the same at start: idempotent.
+    """
+    parsed = parse_org_facts(json.loads(path.read_text(encoding="utf-8")), provenance=FROM_FILE[0])
+    current = facts.org_facts(fresh=True)
+    operators = {key for key, fact in current.items() if fact.provenance not in FROM_FILE}
+    gone = [key for key, fact in current.items() if fact.provenance in FROM_FILE and key not in parsed]
+    wanted = {key: fact for key, fact in parsed.items() if key not in operators}
+    facts.set_org_facts(wanted)
+    for key in gone:
+        facts.delete_org_fact(key)
+    log.info("org_facts.loaded", count=len(wanted), removed=len(gone), kept_operator_set=len(operators), file=path.name)
+    return len(wanted)

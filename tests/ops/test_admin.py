@@ -157,3 +157,15 @@ def test_bundled_eval_set_is_big_and_varied() -> None:
     kinds = {c.kind for c in cases}
     assert len(cases) >= 30
     assert {"name", "place", "preference", "update", "negation", "joke"} <= kinds
+
+
+def test_a_restart_keeps_what_operators_changed_in_org_facts(make_settings, redis_client, model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    org = tmp_path / "org.json"
+    org.write_text(json.dumps({"business_hours": "Mon-Fri 9-18", "returns": "30 days", "phone": "555"}))
+    settings = make_settings(ADMIN_TOKEN=TOKEN, ORG_FACTS_FILE=str(org))
+    admin = create_app(settings).test_client()
+    admin.put("/admin/org/facts", json={"business_hours": "Mon-Sat 9-20", "parking": "free"}, headers=AUTH)
+    org.write_text(json.dumps({"business_hours": "Mon-Fri 9-18", "returns": "60 days"}))  # phone dropped
+    admin = create_app(settings).test_client()  # a process starts: the file is read again
+    facts = {f["key"]: f["value"] for f in admin.get("/admin/org/facts", headers=AUTH).json["facts"]}
+    assert facts == {"business_hours": "Mon-Sat 9-20", "parking": "free", "returns": "60 days"}
