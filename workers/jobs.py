@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 
 from bot.config import load_settings
+from bot.jobs.handoff import follow_up
 from bot.conversation.summary import summarize_conversation
 from bot.memory.extraction import extract_facts, unread_pairs
 from bot.memory.rules import FactRules
@@ -52,6 +53,7 @@ def summarize_user(user: str, token: str, clear_recent: bool = False, upto: int 
         upto=upto,
     )
     SUMMARIES.labels(result="stored" if result.applied else "skipped").inc()
+    follow_up(s.jobs, s.store, SUMMARY, user)
     return {"applied": result.applied, "consumed": result.consumed, "reason": result.reason}
 
 
@@ -80,6 +82,7 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
     if result.status == "nothing_new":
         s.store.release_trigger(user, EXTRACTION, token)
     EXTRACTIONS.labels(result=result.status).inc()
+    follow_up(s.jobs, s.store, EXTRACTION, user)
     return {"status": result.status, "pairs": result.pairs, **result.stats.as_dict()}
 
 

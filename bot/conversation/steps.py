@@ -27,6 +27,7 @@ from bot.conversation.replies import (
     media_placeholder,
 )
 from bot.exceptions import LLMUnavailable, StoreUnavailable
+from bot.jobs.handoff import hand_off
 from bot.jobs.queue import JobQueue
 from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
@@ -360,19 +361,8 @@ class HandOffStep:
             self._summarize_now(user, turn.commit)
 
     def _enqueue(self, kind: str, user: str, token: str, **kwargs: object) -> None:
-        """Queue a job; if the queue is unreachable, free its trigger so the next pair retries."""
-        if self.jobs is None:
-            return
-        try:
-            job_id = self.jobs.enqueue(kind, user, token, **kwargs)
-        except Exception as err:  # Redis trouble: log it, never fail the reply
-            log.error(f"{kind}.enqueue_failed", error=f"{type(err).__name__}: {err}")
-            try:
-                self.store.release_trigger(user, kind, token)
-            except StoreUnavailable:
-                pass
-            return
-        log.info(f"{kind}.enqueued", job_id=job_id)
+        if self.jobs is not None:
+            hand_off(self.jobs, self.store, kind, user, token, **kwargs)
 
     def _summarize_now(self, user: str, commit: CommitResult | None) -> None:
         """Compress everything before a topic shift into the summary, now.

@@ -154,7 +154,7 @@ class ContextStore:
         self.policy = policy or SummaryPolicy()
         self.scripts = Scripts(
             client, "claim", "commit", "release", "snapshot", "apply_summary", "reset",
-            "take_trigger", "release_trigger",
+            "take_trigger", "release_trigger", "retrigger",
         )
 
     @staticmethod
@@ -316,6 +316,21 @@ class ContextStore:
         """Let the next pair trigger the job again, if the job with `token` still holds it."""
         keys, job = self._trigger_key(user, name)
         return bool(self.scripts.run("release_trigger", keys, {"job": job, "token": token}))
+
+    def retrigger(self, user: str, name: str, now: float | None = None) -> str | None:
+        """After a job of this kind ends: take its trigger again if pairs that came while it
+        ran make it due; return the new job's token, or None."""
+        token = new_token()
+        taken = self.scripts.run(
+            "retrigger",
+            self._pick(user, "context", "pending", "memory"),
+            {
+                "rule": self.policy.rule(name).to_lua(token),
+                "now": time.time() if now is None else now,
+                "job_lease": self.policy.job_lease_s,
+            },
+        )
+        return token if taken else None
 
     def trigger_tokens(self, user: str) -> dict[str, str]:
         """Return the token of each job trigger the user's hashes hold now (job kind -> token)."""

@@ -220,6 +220,33 @@ def test_a_user_back_after_the_context_expired_is_learned_about_again(  # type: 
     assert redis_client.hget(user_key(MEMORY_PREFIX, USER), "extracted_seq") == "1"
 
 
+def test_a_pair_stored_while_extraction_runs_gets_its_own_job(  # type: ignore[no-untyped-def]
+    say, model: StandinModel, worker, redis_client
+) -> None:
+    """The last message of a burst used to wait until the user wrote again."""
+    import threading
+    import time
+
+    model.script({**extracted({"key": "name", "value": "Ana"}), "delay_s": 1.0})
+    model.script(extracted({"key": "city", "value": "Porto"}))
+    say("Hi, I'm Ana and I'd like help planning a trip next month.")
+
+    def second_message_during_the_extraction() -> None:
+        deadline = time.monotonic() + 5
+        while not [r for r in model.requests() if EXTRACT_MARK in r["messages"][-1]["content"]]:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+        say("By the way, I live in Porto, near the river.")  # the trigger is held: no job now
+
+    sender = threading.Thread(target=second_message_during_the_extraction)
+    sender.start()
+    worker()  # RQ installs signal handlers: the worker runs in the main thread
+    sender.join(10)
+    assert facts_of(redis_client)["city"]["value"] == "Porto"  # ...but a follow-up job read it
+    assert redis_client.hget(user_key(MEMORY_PREFIX, USER), "extracted_seq") == "2"
+
+
 def test_a_redelivered_yes_is_answered_again_not_sent_to_the_model(  # type: ignore[no-untyped-def]
     client, model: StandinModel, redis_client
 ) -> None:

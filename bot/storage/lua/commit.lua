@@ -18,30 +18,6 @@
 -- Returns {count since summary, pending pairs dropped, seq (the user's latest pair number),
 --          pair stored 0/1, {names of the triggers this commit took}}.
 
--- Take a trigger when its job is due: `every` unread pairs past its cursor, or chat_pending
--- past `early_bytes`; never while another job holds the trigger inside the lease. While
--- `skip_field` is '1' (the user opted out), pairs are never to be read: the cursor moves on.
-local function take_if_due(rule, seq, pending_bytes)
-  local hash = K[rule.hash]
-  if rule.skip_field and redis.call('HGET', hash, rule.skip_field) == '1' then
-    redis.call('HSET', hash, rule.cursor, seq)
-    return false
-  end
-  local cursor = num(hash, rule.cursor)
-  if cursor >= seq then
-    -- The cursor counts an earlier conversation that expired (the user is back after its TTL,
-    -- but memory lives longer): numbering restarted, so every stored pair is unread.
-    cursor = 0
-    redis.call('HSET', hash, rule.cursor, 0)
-  end
-  local unread = seq - cursor
-  local due = (rule.every > 0 and unread >= rule.every)
-    or (rule.early_bytes > 0 and pending_bytes >= rule.early_bytes)
-  if not due or A.now - num(hash, rule.job .. '_at') <= A.job_lease then return false end
-  redis.call('HSET', hash, rule.job .. '_at', A.now, rule.job .. '_token', rule.token)
-  return true
-end
-
 local record = {st='done', ts=A.now, r=A.reply}
 local dropped, stored, taken = 0, 0, {}
 if not A.touch then
@@ -93,7 +69,7 @@ if A.pair and num(K.context, 'epoch') == A.epoch then
              'summarized_seq', summarized, 'message_count_since_summary', seq - summarized)
   stored = 1
   for _, rule in ipairs(A.triggers) do
-    if take_if_due(rule, seq, bytes) then table.insert(taken, rule.name) end
+    if take_if_due(K, A, rule, seq, bytes, true) then table.insert(taken, rule.name) end
   end
 else
   redis.call('HSETNX', K.context, 'message_count_since_summary', 0)

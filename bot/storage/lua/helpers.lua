@@ -24,3 +24,28 @@ end
 local function refresh(key, seconds)
   if seconds > 0 and redis.call('EXISTS', key) == 1 then redis.call('EXPIRE', key, seconds) end
 end
+
+-- Take a job's trigger when the job is due (bot/storage/triggers.py): `every` unread pairs
+-- past its cursor, or chat_pending past `early_bytes`; never while another job holds the
+-- trigger inside A.job_lease. While `skip_field` is '1' (the user opted out), pairs are never
+-- to be read: the cursor moves on. `just_stored`: pair `seq` was stored this instant, so a
+-- cursor at or past it counts an earlier conversation that expired (the user is back after
+-- its TTL, but memory lives longer): numbering restarted, and every stored pair is unread.
+local function take_if_due(K, A, rule, seq, pending_bytes, just_stored)
+  local hash = K[rule.hash]
+  if rule.skip_field and redis.call('HGET', hash, rule.skip_field) == '1' then
+    redis.call('HSET', hash, rule.cursor, seq)
+    return false
+  end
+  local cursor = num(hash, rule.cursor)
+  if cursor > seq or (just_stored and cursor == seq) then
+    cursor = 0
+    redis.call('HSET', hash, rule.cursor, 0)
+  end
+  local unread = seq - cursor
+  local due = (rule.every > 0 and unread >= rule.every)
+    or (rule.early_bytes > 0 and pending_bytes >= rule.early_bytes)
+  if not due or A.now - num(hash, rule.job .. '_at') <= A.job_lease then return false end
+  redis.call('HSET', hash, rule.job .. '_at', A.now, rule.job .. '_token', rule.token)
+  return true
+end

@@ -1,0 +1,39 @@
+"""Hand a due job to the queue; the message path and finished jobs both do this."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from bot.exceptions import StoreUnavailable
+from bot.jobs.queue import JobQueue
+from bot.storage.context import ContextStore
+
+log = structlog.get_logger(__name__)
+
+
+def hand_off(jobs: JobQueue, store: ContextStore, kind: str, user: str, token: str, **kwargs: Any) -> str | None:
+    """Queue the job holding trigger `token`; if the queue is unreachable, free the trigger so
+    the next pair retries, and return None. Never raises: a reply must not fail for this."""
+    try:
+        job_id = jobs.enqueue(kind, user, token, **kwargs)
+    except Exception as err:  # Redis trouble: log it, never fail the caller
+        log.error(f"{kind}.enqueue_failed", error=f"{type(err).__name__}: {err}")
+        try:
+            store.release_trigger(user, kind, token)
+        except StoreUnavailable:
+            pass
+        return None
+    log.info(f"{kind}.enqueued", job_id=job_id)
+    return job_id
+
+
+def follow_up(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str | None:
+    """After a job of this kind ended, queue the next one if pairs that came while it ran
+    make it due (they found the trigger held); return its id, or None."""
+    token = store.retrigger(user, kind)
+    if token is None:
+        return None
+    log.info(f"{kind}.follow_up")
+    return hand_off(jobs, store, kind, user, token)
