@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 from flask import Request
 from twilio.request_validator import (
@@ -23,11 +24,15 @@ MAX_MEDIA = 10
 
 
 def signed_url(request: Request, base: str | None) -> str:
-    """Return the URL Twilio signed: `base` (PUBLIC_BASE_URL) + path when set, else the one called."""
-    if base:
-        query = request.query_string.decode("latin-1")
-        return f"{base}{request.path}" + (f"?{query}" if query else "")
-    return request.url
+    """Return the URL Twilio signed, byte for byte: `base` (PUBLIC_BASE_URL) or the scheme and
+    host we were called on (port included), then the path and the query exactly as sent.
+
+    The query is never decoded: Twilio signs "?q=caf%C3%A9", not "?q=café".
+    """
+    origin = base or f"{request.scheme}://{request.host}"
+    path = quote(request.script_root + request.path, safe="/:@!$&'()*+,;=~")
+    query = request.query_string.decode("latin-1")
+    return f"{origin}{path}" + (f"?{query}" if query else "")
 
 
 def signature_ok(request: Request, validator: RequestValidator, base: str | None) -> bool:

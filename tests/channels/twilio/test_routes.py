@@ -95,6 +95,43 @@ def test_forwarded_headers_are_trusted_only_when_enabled(make_settings, redis_cl
     assert trusting.post("/whatsapp", data=form, headers=headers).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("public_base", "called", "signed"),
+    [
+        (None, "http://localhost/whatsapp?src=caf%C3%A9&x=1", "http://localhost/whatsapp?src=caf%C3%A9&x=1"),
+        (None, "http://localhost:8080/whatsapp?n=%E2%82%AC", "http://localhost:8080/whatsapp?n=%E2%82%AC"),
+        ("https://bot.example.com", "http://internal:8000/whatsapp?a=%C3%B1", "https://bot.example.com/whatsapp?a=%C3%B1"),
+        ("https://example.com/bot", "http://internal:8000/whatsapp", "https://example.com/bot/whatsapp"),
+    ],
+)
+def test_signed_url_variants(make_settings, redis_client, model, public_base, called, signed) -> None:  # type: ignore[no-untyped-def]
+    """Query strings (percent-encoded, non-ASCII), ports and path prefixes, as Twilio signs them."""
+    client = create_app(make_settings(PUBLIC_BASE_URL=public_base)).test_client()
+    form = inbound_form(QUESTION)
+    origin, _, path = called.partition("//")[2].partition("/")
+    good = client.post(
+        "/" + path, data=form, headers={"X-Twilio-Signature": sign(form, url=signed)}, base_url=f"http://{origin}"
+    )
+    assert good.status_code == 200
+    tampered = signed.replace("whatsapp", "whatsapp?evil=1") if "?" not in signed else signed + "&evil=1"
+    bad = client.post(
+        "/" + path, data=form, headers={"X-Twilio-Signature": sign(form, url=tampered)}, base_url=f"http://{origin}"
+    )
+    assert bad.status_code == 403
+
+
+def test_a_path_prefix_from_a_trusted_proxy_is_signed(make_settings, redis_client, model) -> None:  # type: ignore[no-untyped-def]
+    client = create_app(make_settings(TRUST_FORWARDED_HEADERS=True)).test_client()
+    form = inbound_form(QUESTION)
+    headers = {
+        "X-Twilio-Signature": sign(form, url="https://bot.example.com/bot/whatsapp?k=%C3%A9"),
+        "X-Forwarded-Proto": "https",
+        "X-Forwarded-Host": "bot.example.com",
+        "X-Forwarded-Prefix": "/bot",
+    }
+    assert client.post("/whatsapp?k=%C3%A9", data=form, headers=headers).status_code == 200
+
+
 # -- malformed input -------------------------------------------------------------------
 @pytest.mark.parametrize(
     "changes",
