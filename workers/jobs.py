@@ -18,6 +18,7 @@ from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone
 from bot.observability.metrics import EXTRACTIONS, SUMMARIES
 from bot.services import Services, build_services
+from bot.storage.records import as_int
 from bot.storage.triggers import EXTRACTION, SUMMARY
 
 log = structlog.get_logger(__name__)
@@ -67,7 +68,7 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
         EXTRACTIONS.labels(result="skipped").inc()
         log.info("extraction.skipped", reason="opted_out")
         return {"status": "skipped_opted_out"}
-    pairs = unread_pairs(s.store, user, int(meta.get("extracted_seq", 0) or 0))
+    pairs = unread_pairs(s.store, user, as_int(meta.get("extracted_seq"), "extracted_seq"))
     result = extract_facts(
         user,
         pairs,

@@ -19,7 +19,6 @@ stood when they arrived; their pairs are appended in the order they complete.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from bot.storage.keys import (
     Ttls,
     user_key,
 )
-from bot.storage.records import Pair, as_float, decode_pairs, flat_to_dict, text
+from bot.storage.records import Pair, as_float, as_int, decode_pairs, flat_to_dict, text
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.scripts import Scripts
 from bot.storage.triggers import SummaryPolicy
@@ -77,7 +76,7 @@ class Memory:
     @property
     def erase_requested_at(self) -> float | None:
         """Return when the user asked to delete their data, if they did."""
-        return as_float(self.meta.get("erase_requested_at"))
+        return as_float(self.meta.get("erase_requested_at"), "erase_requested_at")
 
 
 @dataclass(frozen=True)
@@ -120,13 +119,13 @@ def context_from_hash(data: dict[str, str]) -> Context:
     return Context(
         summary=data.get("summary", "") or "",
         recent=decode_pairs(data.get("recent_messages")),
-        count_since_summary=int(data.get("message_count_since_summary", 0) or 0),
-        last_interaction=as_float(data.get("last_interaction_timestamp")),
-        seq=int(data.get("seq", 0) or 0),
-        summarized_seq=int(data.get("summarized_seq", 0) or 0),
-        summary_job_at=as_float(data.get("summary_job_at")),
+        count_since_summary=as_int(data.get("message_count_since_summary"), "message_count_since_summary"),
+        last_interaction=as_float(data.get("last_interaction_timestamp"), "last_interaction_timestamp"),
+        seq=as_int(data.get("seq"), "seq"),
+        summarized_seq=as_int(data.get("summarized_seq"), "summarized_seq"),
+        summary_job_at=as_float(data.get("summary_job_at"), "summary_job_at"),
         summary_job_token=data.get("summary_job_token") or None,
-        epoch=int(data.get("epoch", 0) or 0),
+        epoch=as_int(data.get("epoch"), "epoch"),
     )
 
 
@@ -265,15 +264,15 @@ class ContextStore:
         summary, base, recent_raw, older, job_at, epoch, token = self.scripts.run(
             "snapshot", self._pick(user, "context", "pending"), {}
         )
-        base_seq = int(text(base) or 0)
-        pending = [Pair.from_obj(json.loads(text(item))) for item in older]
+        base_seq = as_int(text(base), "summarized_seq")
+        pending = [p for p in (Pair.from_json(item) for item in older) if p is not None]
         pending += [p for p in decode_pairs(text(recent_raw)) if p.n > base_seq]
         return Snapshot(
             summary=text(summary) or "",
             pending=pending,
             summarized_seq=base_seq,
-            triggered_at=as_float(text(job_at)),
-            epoch=int(text(epoch) or 0),
+            triggered_at=as_float(text(job_at), "summary_job_at"),
+            epoch=as_int(text(epoch), "epoch"),
             token=text(token) or "",
         )
 

@@ -13,7 +13,7 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, ORG_FACTS_KEY, SESSION_FACTS_PREFIX, user_key
-from bot.storage.records import Fact, decode_facts, text
+from bot.storage.records import Fact, as_int, decode_facts, text
 from bot.storage.triggers import EXTRACTION_JOB
 
 #: How long a process trusts its copy of the org facts before reading them again.
@@ -69,7 +69,7 @@ class FactStore:
                 with self.redis.pipeline(transaction=True) as pipe:
                     pipe.watch(facts_key, memory_key)
                     existing = decode_facts(pipe.hgetall(facts_key))
-                    progress = int(text(pipe.hget(memory_key, "extracted_seq")) or 0)
+                    progress = as_int(text(pipe.hget(memory_key, "extracted_seq")), "extracted_seq")
                     holder = text(pipe.hget(memory_key, f"{EXTRACTION_JOB}_token"))
                     opted_out = text(pipe.hget(memory_key, "opted_out")) == "1"
                     if token is not None and (holder != token or opted_out):

@@ -11,7 +11,7 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import MEMORY_PREFIX, user_key
-from bot.storage.records import text
+from bot.storage.records import as_int, text
 
 #: Counters kept per user in user_memory:{+E164} as stat_<name>.
 STAT_FIELDS = ("extracted", "stored", "rejected_low_confidence", "conflicts", "duplicates", "pruned")
@@ -34,7 +34,7 @@ class MemoryMetaStore:
     def stats(self, user: str) -> dict[str, int]:
         """Return the user's extraction counters."""
         meta = self.meta(user)
-        return {name: int(meta.get(f"stat_{name}", 0) or 0) for name in STAT_FIELDS}
+        return {name: as_int(meta.get(f"stat_{name}"), f"stat_{name}") for name in STAT_FIELDS}
 
     def set_meta(self, user: str, **fields: str | None) -> None:
         """Set (or with None, remove) memory settings such as opted_out."""

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 #: Superseded values kept per fact, newest first.
 HISTORY_KEEP = 3
@@ -23,9 +28,31 @@ def text(value: Any) -> Any:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
-def as_float(value: str | None) -> float | None:
-    """Return a stored number as float, or None when absent."""
-    return float(value) if value else None
+def as_float(value: Any, field: str = "") -> float | None:
+    """Return a stored number as float, or None when absent or unreadable (logged by name:
+    one corrupt field must not make every later message of the user fail)."""
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        log.warning("store.corrupt_value", field=field or "number")
+        return None
+    return number if math.isfinite(number) else None
+
+
+def as_int(value: Any, field: str = "", default: int = 0) -> int:
+    """Return a stored integer, or `default` when absent or unreadable (logged by name)."""
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError, OverflowError):
+            log.warning("store.corrupt_value", field=field or "integer")
+            return default
 
 
 def flat_to_dict(flat: list[Any]) -> dict[str, str]:
@@ -60,14 +87,26 @@ class Pair:
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> "Pair":
-        """Build from a decoded JSON object."""
+        """Build from a decoded JSON object; unreadable numbers read as 0."""
         return cls(
             user=str(obj.get("user", "")),
             assistant=str(obj.get("assistant", "")),
-            ts=float(obj.get("ts", 0) or 0),
+            ts=as_float(obj.get("ts"), "pair.ts") or 0.0,
             sid=str(obj.get("sid", "")),
-            n=int(obj.get("n", 0) or 0),
+            n=as_int(obj.get("n"), "pair.n"),
         )
+
+    @classmethod
+    def from_json(cls, raw: Any) -> "Pair | None":
+        """Parse one stored pair; None (logged) for a corrupt one."""
+        try:
+            obj = json.loads(text(raw))
+        except (TypeError, ValueError):
+            obj = None
+        if not isinstance(obj, dict):
+            log.warning("store.corrupt_value", field="pair")
+            return None
+        return cls.from_obj(obj)
 
 
 def decode_pairs(raw: str | bytes | None) -> list[Pair]:
@@ -77,6 +116,7 @@ def decode_pairs(raw: str | bytes | None) -> list[Pair]:
     try:
         items = json.loads(raw)
     except ValueError:
+        log.warning("store.corrupt_value", field="recent_messages")
         return []
     if not isinstance(items, list):  # cjson writes an empty list as {}
         return []

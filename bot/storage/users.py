@@ -43,4 +43,4 @@ def scan_users(client: redis.Redis) -> Iterator[tuple[str, float | None]]:
     """Yield (user, last interaction) for every user with stored context, found with SCAN."""
     for key in client.scan_iter(match=f"{CONTEXT_PREFIX}*", count=500):
         user = text(key)[len(CONTEXT_PREFIX) :].strip("{}")
-        yield user, as_float(text(client.hget(key, "last_interaction_timestamp")))
+        yield user, as_float(text(client.hget(key, "last_interaction_timestamp")), "last_interaction_timestamp")

@@ -15,7 +15,7 @@ from bot.memory.rules import CATEGORIES, merge_facts, normalize_key
 from bot.memory.selection import MemorySelection, select_memory
 from bot.observability.logs import mask_phone
 from bot.storage.facts import FactStore
-from bot.storage.records import Fact
+from bot.storage.records import Fact, as_int
 from bot.users.data import UserData
 
 log = structlog.get_logger(__name__)
@@ -143,7 +143,7 @@ def memory_report(data: UserData, user: str) -> dict[str, Any]:
         "user": [f.to_public() for f in data.facts.load(user, "user").values()],
         "session": [f.to_public() for f in data.facts.load(user, "session").values()],
         "opted_out": meta.get("opted_out") == "1",
-        "extracted_seq": int(meta.get("extracted_seq", 0) or 0),
+        "extracted_seq": as_int(meta.get("extracted_seq"), "extracted_seq"),
         "stats": data.meta.stats(user),
     }
 

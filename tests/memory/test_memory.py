@@ -369,3 +369,33 @@ def test_pruning_and_deduplication_through_the_job(make_settings, redis_client, 
     assert set(facts_of(redis_client)) == {"name", "city", "shoe_size"}
     meta = redis_client.hgetall(user_key(MEMORY_PREFIX, USER))
     assert meta["stat_pruned"] == "1" and meta["stat_duplicates"] == "2"
+
+
+def test_corrupt_stored_fields_do_not_degrade_the_user(  # type: ignore[no-untyped-def]
+    say, model: StandinModel, worker, redis_client
+) -> None:
+    """One malformed field used to make every later message get the apology, or every commit fail."""
+    from bot.conversation.replies import FALLBACK_REPLY
+    from bot.storage.keys import CONTEXT_PREFIX, PENDING_PREFIX
+
+    for i in range(7):
+        say(f"Question {i}: what should we do in Lisbon with two kids on a rainy day?")
+    worker()
+    ctx = user_key(CONTEXT_PREFIX, USER)
+    redis_client.hset(ctx, mapping={
+        "seq": "seven", "summarized_seq": "{", "epoch": "x", "message_count_since_summary": "?",
+        "last_interaction_timestamp": "yesterday", "summary_job_at": "soon", "recent_messages": "[{not json",
+    })
+    redis_client.rpush(user_key(PENDING_PREFIX, USER), "not a pair", '{"n": "NaN"}')
+    redis_client.hset(user_key(MEMORY_PREFIX, USER), mapping={
+        "erase_requested_at": "now", "extracted_seq": "many", "stat_stored": "lots", "extract_job_at": "?",
+    })
+    redis_client.hset(user_key(FACTS_PREFIX, USER), "broken", "{not json")
+    redis_client.hset(user_key(SEEN_PREFIX, USER), "SM" + "f" * 32, "garbage")
+    model.reset()
+    for i in range(12):  # through a summary and an extraction
+        reply = say(f"Another question {i} about Lisbon museums and trams, please?")
+        assert FALLBACK_REPLY not in reply and "canned reply" in reply
+    worker()
+    assert "reset" in say("/reset").lower() or "cleared" in say("/reset").lower()
+    assert "canned reply" in say("And what about Porto for a long weekend with the kids?")

@@ -15,7 +15,8 @@ end
 while true do
   local head = redis.call('LINDEX', K.pending, 0)
   if not head then break end
-  local n = tonumber(cjson.decode(head).n) or 0
+  local pair = decoded(head)  -- a corrupt head is removed: it can never be summarized
+  local n = type(pair) == 'table' and tonumber(pair.n) or 0
   if n > A.upto then break end
   redis.call('LPOP', K.pending)
 end

@@ -9,8 +9,8 @@
 --          seconds since the first attempt (duplicates), or -1}.
 local rec = redis.call('HGET', K.seen, A.sid)
 if rec then
-  local ok, r = pcall(cjson.decode, rec)
-  if ok and type(r) == 'table' then
+  local r = decoded(rec)
+  if type(r) == 'table' then
     local age = A.now - (tonumber(r.ts) or 0)
     if r.st == 'done' then
       local reply = false

@@ -58,8 +58,8 @@ if A.pair and num(K.context, 'epoch') == A.epoch then
   for i = 1, #items do bytes = bytes + #items[i] end
   local i = 1
   while bytes > A.pending_max and i < #items do
-    local gone = cjson.decode(items[i])
-    summarized = math.max(summarized, tonumber(gone.n) or 0)
+    local gone = decoded(items[i])  -- a corrupt item is dropped like any other
+    summarized = math.max(summarized, type(gone) == 'table' and tonumber(gone.n) or 0)
     bytes = bytes - #items[i]
     redis.call('LPOP', K.pending)
     dropped = dropped + 1

@@ -15,6 +15,13 @@ local function encode_list(t)
   return cjson.encode(t)
 end
 
+-- A JSON value, or nil when it is not readable JSON (a corrupt value must not fail every call).
+local function decoded(raw)
+  local ok, value = pcall(cjson.decode, raw)
+  if ok then return value end
+  return nil
+end
+
 -- A hash field as a number; absent or unreadable is 0.
 local function num(key, fieldname)
   return tonumber(redis.call('HGET', key, fieldname) or '0') or 0
