@@ -18,6 +18,10 @@ ERASE_CONFIRM_REPLY = (
     "every fact I remember. Reply YES within {minutes} minutes to confirm; anything else cancels."
 )
 ERASED_REPLY = "Done: everything I had stored about you has been erased."
+COMMAND_UNAVAILABLE_REPLY = (
+    "Sorry, I couldn't do that right now: my memory is unreachable for a moment, so nothing was "
+    "changed. Please send the same message again in a few minutes."
+)
 
 #: Placeholder stored for media when MEDIA_PLACEHOLDERS is on, by MIME type family.
 MEDIA_PLACEHOLDERS = {

@@ -14,7 +14,9 @@ from bot.config import Settings
 from bot.conversation import commands, filtering
 from bot.conversation.pipeline import Turn
 from bot.conversation.prompt import build_prompt
+from bot.conversation.messages import message_text
 from bot.conversation.replies import (
+    COMMAND_UNAVAILABLE_REPLY,
     EMPTY_MESSAGE_REPLY,
     ERASE_CONFIRM_REPLY,
     ERASED_REPLY,
@@ -24,7 +26,6 @@ from bot.conversation.replies import (
     OPT_IN_REPLY,
     OPT_OUT_REPLY,
     RESET_REPLY,
-    media_placeholder,
 )
 from bot.exceptions import LLMUnavailable, StoreUnavailable
 from bot.jobs.handoff import hand_off
@@ -42,6 +43,9 @@ from bot.users.data import UserData
 from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out
 
 log = structlog.get_logger(__name__)
+
+#: Commands that change a user's memory settings or data.
+MEMORY_COMMANDS = ("opt_out", "opt_in", "erase", "erase_confirm")
 
 #: How often a redelivery polls for the first attempt's answer while it is in flight.
 INFLIGHT_POLL_S = 0.2
@@ -102,7 +106,7 @@ class CommandStep:
         self.topic_phrases = commands.parse_phrases(settings.TOPIC_SHIFT_PHRASES)
 
     def __call__(self, turn: Turn) -> None:
-        turn.text, reason = self._text(turn)
+        turn.text, reason = message_text(turn.msg, self.settings.MEDIA_PLACEHOLDERS)
         if turn.text is None:
             reply = NON_TEXT_REPLY if reason == filtering.REASON_NON_TEXT else EMPTY_MESSAGE_REPLY
             if turn.claim is None:  # Redis down: as before it was, the one refusal for all
@@ -111,8 +115,6 @@ class CommandStep:
             log.info("pair.rejected", reason=reason, media=list(turn.msg.media_types))
             MESSAGES.labels(outcome="rejected", reason=reason).inc()
             turn.settle(reply, reason=reason)
-            return
-        if turn.claim is None:  # no state to act on: every message goes to the model
             return
         user = turn.msg.user
         requested = turn.memory.erase_requested_at
@@ -123,13 +125,33 @@ class CommandStep:
             reset_phrases=self.reset_phrases,
             topic_phrases=self.topic_phrases,
             operators=self.settings.operators,
-            erase_pending=erase_pending,
+            erase_pending=erase_pending or turn.claim is None,  # Redis down: a YES may be one
         )
         kind = command.kind if command is not None else None
+        if kind in MEMORY_COMMANDS and not self.memory_commands:
+            kind = None  # the baseline has no memory: these are ordinary messages there
+        try:
+            self._carry_out(turn, command, kind, requested)
+        except StoreUnavailable as err:
+            # Never pretend, and never hand a command to the model as a normal message.
+            log.error("command.unavailable", command=kind, error=str(err))
+            MESSAGES.labels(outcome="rejected", reason="command_unavailable").inc()
+            turn.settle(COMMAND_UNAVAILABLE_REPLY, reason="command_unavailable", status="degraded")
+
+    def _carry_out(
+        self, turn: Turn, command: commands.Command | None, kind: str | None, requested: float | None
+    ) -> None:
+        """Carry out the command, if the message is one; StoreUnavailable if Redis fails."""
+        user = turn.msg.user
+        if turn.claim is None and kind not in (None, "topic_shift"):
+            raise StoreUnavailable("Redis was unreachable at claim")
         if requested is not None and kind != "erase_confirm" and self.memory_commands:
-            self.users.meta.set_meta(user, erase_requested_at=None)  # anything but YES cancels
-            log.info("erase.cancelled")
-        if kind in ("opt_out", "opt_in", "erase", "erase_confirm") and self.memory_commands:
+            try:
+                self.users.meta.set_meta(user, erase_requested_at=None)  # anything but YES cancels
+                log.info("erase.cancelled")
+            except StoreUnavailable as err:  # the request lapses by itself after ERASE_CONFIRM_S
+                log.error("store.unavailable", stage="erase_cancel", error=str(err))
+        if kind in MEMORY_COMMANDS:
             self._memory_command(turn, kind)
         elif kind == "reset":
             reset_conversation(self.users, user, user, via="user")
@@ -137,25 +159,11 @@ class CommandStep:
         elif kind == "operator_reset" and command is not None and command.target:
             reset_conversation(self.users, command.target, user, via="operator")
             self._done(turn, OPERATOR_RESET_REPLY.format(target=command.target), "operator_reset")
-        elif kind == "topic_shift":
+        elif kind == "topic_shift" and turn.claim is not None:
             # The old topic is not carried verbatim: answer from the summary alone, and
             # have the worker fold the old pairs into the summary now (hand-off).
             turn.topic_shift = True
             turn.context = Context(summary=turn.context.summary, epoch=turn.context.epoch)
-
-    def _text(self, turn: Turn) -> tuple[str | None, str]:
-        """Return the text that enters the prompt, or None and the reason it can't."""
-        msg = turn.msg
-        body = msg.body.strip()
-        has_media = bool(msg.media_types) or msg.has_location
-        if has_media and self.settings.MEDIA_PLACEHOLDERS:
-            placeholder = media_placeholder(msg.media_types, msg.has_location)
-            return (f"{placeholder} {body}".strip(), filtering.REASON_OK)
-        if body:
-            return body, filtering.REASON_OK
-        if has_media:
-            return None, filtering.REASON_NON_TEXT
-        return None, filtering.REASON_EMPTY_MESSAGE
 
     def _memory_command(self, turn: Turn, kind: str) -> None:
         """Carry out opt-out, opt-in and erase."""

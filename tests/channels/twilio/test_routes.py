@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from bot import create_app
 from bot.conversation.prompt import render_summary
-from bot.conversation.replies import FALLBACK_REPLY, NON_TEXT_REPLY
+from bot.conversation.replies import COMMAND_UNAVAILABLE_REPLY, FALLBACK_REPLY, NON_TEXT_REPLY
 from bot.dev.embedded import free_port
 from bot.dev.standin import StandinModel
 from bot.storage.keys import CONTEXT_PREFIX, user_key
@@ -387,6 +387,36 @@ def test_redis_down_degrades_the_reply(make_settings, model: StandinModel) -> No
         response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
     assert messages(response) == [ANSWER]
     assert any(e["event"] == "store.unavailable" for e in logs)
+
+
+@pytest.mark.parametrize("command", ["forget everything", "delete my data", "stop remembering me", "YES", "/reset"])
+def test_a_command_during_an_outage_is_refused_not_answered(make_settings, model: StandinModel, command) -> None:  # type: ignore[no-untyped-def]
+    """Nothing can be cleared while Redis is down: say so; never hand the command to the model."""
+    client = create_app(make_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")).test_client()
+    form = inbound_form(command)
+    response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    assert messages(response) == [COMMAND_UNAVAILABLE_REPLY]
+    assert model.requests() == []
+
+
+@pytest.mark.parametrize("failing", ["reset", "set_meta", "erase_keys"])
+def test_a_command_whose_write_fails_says_so(send, model: StandinModel, monkeypatch, failing) -> None:  # type: ignore[no-untyped-def]
+    import bot.users.lifecycle
+    from bot.exceptions import StoreUnavailable
+    from bot.storage.context import ContextStore
+    from bot.storage.memory_meta import MemoryMetaStore
+
+    def down(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise StoreUnavailable("connection reset")
+
+    target = {"reset": (ContextStore, "reset"), "set_meta": (MemoryMetaStore, "set_meta"),
+              "erase_keys": (bot.users.lifecycle, "erase_keys")}[failing]
+    command = {"reset": "forget everything", "set_meta": "stop remembering me", "erase_keys": "YES"}[failing]
+    if failing == "erase_keys":
+        send("delete my data")
+    monkeypatch.setattr(*target, down)
+    assert messages(send(command)) == [COMMAND_UNAVAILABLE_REPLY]
+    assert model.requests() == []
 
 
 def test_unexpected_error_is_a_polite_reply_not_500(app, client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
