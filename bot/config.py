@@ -11,8 +11,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.exceptions import ConfigError
 
-#: Twilio abandons a webhook request after 15 s; the model budget must leave room
-#: for Redis work and the HTTP round trip, so retries must finish inside this.
+#: The longest one model call may take, retries included (settings are checked against it);
+#: inside a webhook it gets less when less is left of WEBHOOK_DEADLINE_S.
 MODEL_DEADLINE_S = 11.0
 
 #: A user id: an E.164 number with its +, as Twilio sends it after "whatsapp:".
@@ -76,6 +76,15 @@ class Settings(BaseSettings):
 
     # --- Redis ------------------------------------------------------------------
     REDIS_URL: str = "redis://127.0.0.1:6379/0"
+    # Connect and socket timeout of each Redis read; a command against a Redis that stalls
+    # costs at most 4 x this + 0.3 s (the connection's and the command's retry, measured), and
+    # the webhook's deadline counts on that. Commands take well under a millisecond.
+    REDIS_TIMEOUT_S: float = Field(default=0.5, ge=0.05, le=3.0)
+
+    # --- the webhook's deadline ------------------------------------------------------
+    # Everything one webhook request waits on (Redis with its retries, the redelivery wait,
+    # every model attempt) fits in this; Twilio gives up at 15 s.
+    WEBHOOK_DEADLINE_S: float = Field(default=14.0, ge=3.0, le=14.5)
 
     # --- conversation context (design note 1) --------------------------------------
     RECENT_PAIRS: int = Field(default=5, ge=1, le=50)
@@ -218,6 +227,12 @@ class Settings(BaseSettings):
     def extraction_model(self) -> str:
         """Return the model fact extraction uses."""
         return self.EXTRACTION_MODEL or self.OPENAI_MODEL
+
+    @property
+    def redis_worst_s(self) -> float:
+        """Return the longest one Redis command can take against a Redis that stalls: the
+        connection and the command are each retried once (measured: 4 timeouts + 0.3 s)."""
+        return 4 * self.REDIS_TIMEOUT_S + 0.3
 
     @property
     def pseudonym_secret(self) -> str:

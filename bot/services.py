@@ -36,6 +36,9 @@ from bot.storage.redelivery import RedeliveryPolicy
 from bot.storage.triggers import SummaryPolicy
 from bot.users.data import UserData
 
+#: Kept from WEBHOOK_DEADLINE_S for parsing, rendering and the network on either side.
+HTTP_MARGIN_S = 0.5
+
 #: With the full-history baseline every pair stays "recent".
 FULL_HISTORY_PAIRS = 1_000_000
 
@@ -114,7 +117,7 @@ def ttls_from(settings: Settings) -> Ttls:
 
 def build_services(settings: Settings, client: redis.Redis | None = None) -> Services:
     """Wire Redis, the stores, the queue, the model client and the message path together."""
-    client = client or make_redis(settings.REDIS_URL)
+    client = client or make_redis(settings.REDIS_URL, timeout_s=settings.REDIS_TIMEOUT_S)
     full = settings.CONTEXT_STRATEGY == "full_history"
     ttls = ttls_from(settings)
     store = ContextStore(
@@ -138,7 +141,9 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
     meta = MemoryMetaStore(client, ttl_seconds=ttls.facts)
     # RQ stores pickled payloads, so its connection must not decode responses.
     jobs = JobQueue(
-        make_redis(settings.REDIS_URL, decode_responses=False), settings.retry_intervals, settings.pseudonym_secret
+        make_redis(settings.REDIS_URL, decode_responses=False, timeout_s=settings.REDIS_TIMEOUT_S),
+        settings.retry_intervals,
+        settings.pseudonym_secret,
     )
     llm = LLMClient(
         make_openai_client(settings),
@@ -155,5 +160,6 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
     )
     check_frame(prompts.reply, counter)
     users = UserData(client, store, facts, meta, jobs)
-    pipeline = Pipeline(build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full), store)
+    steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full)
+    pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
     return Services(settings, client, store, facts, meta, llm, counter, prompts, jobs, users, pipeline)

@@ -13,6 +13,7 @@ each as one more entry in `build_steps`, reading and writing fields of the Turn.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -30,6 +31,7 @@ class Turn:
     """One message on its way through the steps, and everything they found out."""
 
     msg: InboundMessage
+    deadline: float = float("inf")  # time.monotonic() by which the reply must be ready
     claim: Claim | None = None  # None: Redis was unreachable, so answer without memory, store nothing
     context: Context = field(default_factory=Context)
     text: str | None = None  # what enters the prompt
@@ -44,6 +46,10 @@ class Turn:
     touch_context: bool = True  # False right after an erase: store nothing
     commit: CommitResult | None = None
     stopped: bool = False  # nothing more to do, not even recording (a duplicate, one in flight)
+
+    def remaining(self) -> float:
+        """Return the seconds left before the deadline."""
+        return self.deadline - time.monotonic()
 
     @property
     def memory(self) -> Memory:
@@ -87,9 +93,10 @@ class Step(Protocol):
 class Pipeline:
     """Answer messages exactly once, from compact context, through the steps in order."""
 
-    def __init__(self, steps: Sequence[Step], store: ContextStore) -> None:
+    def __init__(self, steps: Sequence[Step], store: ContextStore, deadline_s: float = float("inf")) -> None:
         self.steps = tuple(steps)
         self.store = store
+        self.deadline_s = deadline_s  # every step together, claim to hand-off
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -98,7 +105,7 @@ class Pipeline:
 
     def handle(self, msg: InboundMessage) -> Outcome:
         """Answer one inbound message and record it."""
-        turn = Turn(msg)
+        turn = Turn(msg, deadline=time.monotonic() + self.deadline_s)
         try:
             for step in self.steps:
                 if turn.stopped:

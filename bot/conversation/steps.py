@@ -12,20 +12,15 @@ import structlog
 
 from bot.config import Settings
 from bot.conversation import commands, filtering
+from bot.conversation.actions import MEMORY_COMMANDS, carry_out
 from bot.conversation.pipeline import Turn
 from bot.conversation.prompt import build_prompt
 from bot.conversation.messages import message_text
 from bot.conversation.replies import (
     COMMAND_UNAVAILABLE_REPLY,
     EMPTY_MESSAGE_REPLY,
-    ERASE_CONFIRM_REPLY,
-    ERASED_REPLY,
     FALLBACK_REPLY,
     NON_TEXT_REPLY,
-    OPERATOR_RESET_REPLY,
-    OPT_IN_REPLY,
-    OPT_OUT_REPLY,
-    RESET_REPLY,
 )
 from bot.exceptions import LLMUnavailable, StoreUnavailable
 from bot.jobs.handoff import hand_off
@@ -35,17 +30,13 @@ from bot.llm.prompts import Prompt
 from bot.llm.tokens import TokenCounter
 from bot.memory.selection import select_memory
 from bot.observability.metrics import MESSAGES
-from bot.storage.context import Claim, CommitResult, Context, ContextStore
+from bot.storage.context import Claim, CommitResult, ContextStore
 from bot.storage.facts import FactStore
 from bot.storage.records import STORED_TEXT_CHARS, Pair, clip, decode_facts
 from bot.storage.triggers import SUMMARY
 from bot.users.data import UserData
-from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out
 
 log = structlog.get_logger(__name__)
-
-#: Commands that change a user's memory settings or data.
-MEMORY_COMMANDS = ("opt_out", "opt_in", "erase", "erase_confirm")
 
 #: How often a redelivery polls for the first attempt's answer while it is in flight.
 INFLIGHT_POLL_S = 0.2
@@ -60,11 +51,15 @@ class ClaimStep:
     def __init__(self, store: ContextStore, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
         self.store = store
         self.wait_s = settings.DEDUP_WAIT_S
+        self.redis_worst_s = settings.redis_worst_s
         self.sleep = sleep
 
     def __call__(self, turn: Turn) -> None:
+        # Wait for a first attempt in flight at most DEDUP_WAIT_S, and never past the point
+        # where one more poll could outlast the deadline.
+        wait = min(self.wait_s, turn.remaining() - self.redis_worst_s)
         try:
-            claim = self._claim(turn.msg.user, turn.msg.sid)
+            claim = self._claim(turn.msg.user, turn.msg.sid, wait)
         except StoreUnavailable as err:
             log.error("store.unavailable", stage="claim", error=str(err))
             turn.status = "degraded"  # answer from the message alone; nothing is remembered
@@ -82,9 +77,9 @@ class ClaimStep:
         else:
             turn.claim, turn.context = claim, claim.context
 
-    def _claim(self, user: str, sid: str) -> Claim:
-        """Claim the MessageSid, waiting a bounded time if a first attempt is in flight."""
-        deadline = time.monotonic() + self.wait_s
+    def _claim(self, user: str, sid: str, wait_s: float) -> Claim:
+        """Claim the MessageSid, waiting up to wait_s if a first attempt is in flight."""
+        deadline = time.monotonic() + wait_s
         claim = self.store.claim(user, sid)
         while claim.status == "inflight" and time.monotonic() < deadline:
             self.sleep(INFLIGHT_POLL_S)
@@ -131,59 +126,12 @@ class CommandStep:
         if kind in MEMORY_COMMANDS and not self.memory_commands:
             kind = None  # the baseline has no memory: these are ordinary messages there
         try:
-            self._carry_out(turn, command, kind, requested)
+            carry_out(turn, command if kind else None, self.users, self.settings, self.memory_commands, requested)
         except StoreUnavailable as err:
             # Never pretend, and never hand a command to the model as a normal message.
             log.error("command.unavailable", command=kind, error=str(err))
             MESSAGES.labels(outcome="rejected", reason="command_unavailable").inc()
             turn.settle(COMMAND_UNAVAILABLE_REPLY, reason="command_unavailable", status="degraded")
-
-    def _carry_out(
-        self, turn: Turn, command: commands.Command | None, kind: str | None, requested: float | None
-    ) -> None:
-        """Carry out the command, if the message is one; StoreUnavailable if Redis fails."""
-        user = turn.msg.user
-        if turn.claim is None and kind not in (None, "topic_shift"):
-            raise StoreUnavailable("Redis was unreachable at claim")
-        if requested is not None and kind != "erase_confirm" and self.memory_commands:
-            try:
-                self.users.meta.set_meta(user, erase_requested_at=None)  # anything but YES cancels
-                log.info("erase.cancelled")
-            except StoreUnavailable as err:  # the request lapses by itself after ERASE_CONFIRM_S
-                log.error("store.unavailable", stage="erase_cancel", error=str(err))
-        if kind in MEMORY_COMMANDS:
-            self._memory_command(turn, kind)
-        elif kind == "reset":
-            reset_conversation(self.users, user, user, via="user")
-            self._done(turn, RESET_REPLY, "reset")
-        elif kind == "operator_reset" and command is not None and command.target:
-            reset_conversation(self.users, command.target, user, via="operator")
-            self._done(turn, OPERATOR_RESET_REPLY.format(target=command.target), "operator_reset")
-        elif kind == "topic_shift" and turn.claim is not None:
-            # The old topic is not carried verbatim: answer from the summary alone, and
-            # have the worker fold the old pairs into the summary now (hand-off).
-            turn.topic_shift = True
-            turn.context = Context(summary=turn.context.summary, epoch=turn.context.epoch)
-
-    def _memory_command(self, turn: Turn, kind: str) -> None:
-        """Carry out opt-out, opt-in and erase."""
-        user = turn.msg.user
-        if kind in ("opt_out", "opt_in"):
-            set_opt_out(self.users, user, kind == "opt_out", actor=user, via="user", free_trigger=True)
-            self._done(turn, OPT_OUT_REPLY if kind == "opt_out" else OPT_IN_REPLY, kind)
-        elif kind == "erase":
-            self.users.meta.set_meta(user, erase_requested_at=str(time.time()))
-            minutes = max(1, self.settings.ERASE_CONFIRM_S // 60)
-            self._done(turn, ERASE_CONFIRM_REPLY.format(minutes=minutes), "erase_requested")
-        else:
-            erase_user(self.users, user, user, via="user")
-            turn.touch_context = False  # everything is gone: the commit must not write it back
-            self._done(turn, ERASED_REPLY, "erased")
-
-    @staticmethod
-    def _done(turn: Turn, reply: str, reason: str) -> None:
-        MESSAGES.labels(outcome="rejected", reason="command").inc()
-        turn.settle(reply, reason=reason, status="command")
 
 
 class MemoryStep:
@@ -263,12 +211,19 @@ class ModelStep:
         self.llm = llm
         self.max_tokens = settings.REPLY_MAX_TOKENS
         self.prompt_ref = system_prompt.ref
+        # Left after the model for the commit and the hand-off, each one Redis command at worst.
+        self.after_model_s = 2 * settings.redis_worst_s
 
     def __call__(self, turn: Turn) -> None:
         assert turn.prompt is not None
+        budget = turn.remaining() - self.after_model_s
         try:
             turn.completion = self.llm.complete(
-                turn.prompt.messages, purpose="reply", prompt_ref=self.prompt_ref, max_tokens=self.max_tokens
+                turn.prompt.messages,
+                purpose="reply",
+                prompt_ref=self.prompt_ref,
+                max_tokens=self.max_tokens,
+                deadline_s=budget,
             )
         except LLMUnavailable:
             turn.completion = None

@@ -9,7 +9,8 @@ asked. Never for production: it refuses to start with APP_ENV=production.
 
 Scripting over HTTP (the in-process `StandinModel` has the same as methods):
     POST /_standin/script   {"steps": [{"content": "...", "status": 200, "delay_s": 0,
-                              "finish_reason": "stop", "match": "text in last user message"}]}
+                              "finish_reason": "stop", "match": "text in last user message",
+                              "stall_s": 0 (send half the body, then stall)}]}
     GET  /_standin/requests  every request body received, oldest first
     POST /_standin/reset     forget script and requests
 """
@@ -49,6 +50,7 @@ class Step:
     finish_reason: str = "stop"
     match: str | None = None
     retry_after: int | None = None  # sent as Retry-After with an error status
+    stall_s: float = 0.0  # send the headers and half the body, then stall this long
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> "Step":
@@ -60,6 +62,7 @@ class Step:
             finish_reason=str(obj.get("finish_reason", "stop")),
             match=obj.get("match"),
             retry_after=obj.get("retry_after"),
+            stall_s=float(obj.get("stall_s", 0.0)),
         )
 
 
@@ -221,6 +224,8 @@ class StandinModel:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        if step.stall_s:
+            payload["_stall_s"] = step.stall_s
         return 200, payload, delay
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -236,6 +241,7 @@ class StandinModel:
 
             def _send(self, status: int, payload: Any) -> None:
                 retry_after = payload.pop("retry_after", None) if isinstance(payload, dict) else None
+                stall = payload.pop("_stall_s", 0.0) if isinstance(payload, dict) else 0.0
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 if retry_after is not None:
@@ -243,6 +249,11 @@ class StandinModel:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                if stall:  # a server that stalls mid-response
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    time.sleep(stall)
+                    data = data[len(data) // 2 :]
                 self.wfile.write(data)
 
             def _body(self) -> Any:

@@ -12,6 +12,7 @@ import structlog
 
 from bot.config import Settings
 from bot.exceptions import LLMUnavailable
+from bot.llm.deadline import DeadlineExceeded, DeadlineTransport, httpx, run_with_deadline
 from bot.observability.metrics import MODEL_TOKENS
 
 log = structlog.get_logger(__name__)
@@ -33,16 +34,21 @@ class Completion:
 RETRYABLE = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
 #: First pause between attempts; it doubles, with jitter.
 BACKOFF_S = 0.25
+#: An attempt shorter than this could not produce an answer: don't start one.
+MIN_ATTEMPT_S = 0.3
 
 
 def make_openai_client(settings: Settings) -> openai.OpenAI:
     """Build the SDK client. Its own retries are off: they honour Retry-After for up to two
-    minutes, far past Twilio's 15 s, so LLMClient retries against a deadline instead."""
+    minutes, far past Twilio's 15 s, so LLMClient retries against a deadline instead. Its
+    transport ends a response that trickles past the timeout (bot/llm/deadline.py)."""
+    transport = DeadlineTransport(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
     return openai.OpenAI(
         api_key=settings.OPENAI_API_KEY,
         base_url=settings.OPENAI_BASE_URL,
         timeout=settings.LLM_TIMEOUT_S,
         max_retries=0,
+        http_client=openai.DefaultHttpxClient(transport=transport),
     )
 
 
@@ -71,9 +77,13 @@ class LLMClient:
         attempt = 0
         while True:
             remaining = deadline - time.monotonic()
+            budget = max(0.1, min(self.timeout_s, remaining))
+            client = self.client.with_options(timeout=budget)
             try:
-                client = self.client.with_options(timeout=max(0.1, min(self.timeout_s, remaining)))
-                return client.chat.completions.create(**request)
+                try:  # a hard deadline per attempt: httpx's timeouts apply per phase
+                    return run_with_deadline(lambda: client.chat.completions.create(**request), budget)
+                except DeadlineExceeded:
+                    raise openai.APITimeoutError(request=httpx.Request("POST", str(client.base_url))) from None
             except RETRYABLE as err:
                 pause = BACKOFF_S * (2**attempt) * (0.5 + random.random())
                 left = deadline - time.monotonic() - pause
@@ -93,10 +103,16 @@ class LLMClient:
         model: str | None = None,
         response_format: dict[str, Any] | None = None,
         temperature: float | None = None,
+        deadline_s: float | None = None,
     ) -> Completion:
-        """Return the model's completion of messages, or raise LLMUnavailable."""
+        """Return the model's completion of messages, or raise LLMUnavailable; retries included,
+        within deadline_s when given (what is left of a webhook's time), else the client's."""
         model = model or self.model
-        deadline = time.monotonic() + self.deadline_s
+        budget = self.deadline_s if deadline_s is None else min(self.deadline_s, deadline_s)
+        if budget < MIN_ATTEMPT_S:
+            log.warning("llm.skipped", purpose=purpose, reason="no_time_left", budget_ms=round(budget * 1000))
+            raise LLMUnavailable("no time left for the model before the deadline")
+        deadline = time.monotonic() + budget
         extra: dict[str, Any] = {}
         if response_format is not None:
             extra["response_format"] = response_format

@@ -483,3 +483,65 @@ def test_real_log_pipeline_masks_numbers_everywhere(make_settings, redis_client,
     events = {e["event"] for e in lines}
     assert {"webhook.received", "summary.enqueued", "extraction.enqueued"} <= events
     assert "14155550100" not in err and "Secret body" not in err
+
+
+# -- the webhook's deadline ---------------------------------------------------------------
+def post_timed(client, body: str = QUESTION, **form_extra: str):  # type: ignore[no-untyped-def]
+    form = inbound_form(body, **form_extra)
+    started = time.monotonic()
+    response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    return response, time.monotonic() - started
+
+
+def test_a_model_that_stalls_mid_response_cannot_outlast_the_deadline(make_settings, redis_client, model) -> None:  # type: ignore[no-untyped-def]
+    """httpx's timeout applies per read: a trickling or stalled body used to hold the webhook."""
+    model.script({"content": ANSWER * 20, "stall_s": 20})
+    client = create_app(make_settings(LLM_TIMEOUT_S=5.0, WEBHOOK_DEADLINE_S=4.0, REDIS_TIMEOUT_S=0.2)).test_client()
+    response, elapsed = post_timed(client)
+    assert messages(response) == [FALLBACK_REPLY]
+    assert elapsed < 4.0
+
+
+def test_a_redis_that_stalls_cannot_outlast_the_deadline(make_settings, model) -> None:  # type: ignore[no-untyped-def]
+    """A Redis that accepts connections and never answers (a hung server, a full network buffer)."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])  # read nothing, answer nothing
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        model.script({"content": ANSWER})
+        url = f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+        client = create_app(make_settings(REDIS_URL=url, REDIS_TIMEOUT_S=0.25, WEBHOOK_DEADLINE_S=5.0)).test_client()
+        response, elapsed = post_timed(client)
+        assert messages(response) == [ANSWER]  # answered without memory
+        assert elapsed < 5.0
+    finally:
+        stop.set()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def test_waiting_for_an_attempt_in_flight_stops_at_the_deadline(make_settings, redis_client, model) -> None:  # type: ignore[no-untyped-def]
+    client = create_app(make_settings(DEDUP_WAIT_S=30.0, WEBHOOK_DEADLINE_S=3.0, REDIS_TIMEOUT_S=0.2)).test_client()
+    form = inbound_form(QUESTION)
+    services = client.application.extensions["bot.services"]
+    services.store.claim(USER, form["MessageSid"])  # a first attempt is still in flight
+    started = time.monotonic()
+    response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    assert response.status_code == 200 and messages(response) == []
+    assert time.monotonic() - started < 3.0 and model.requests() == []

@@ -1,0 +1,86 @@
+"""Carry out a recognised command (bot/conversation/commands.py recognises them): reset,
+operator reset, opt-out and opt-in, the erase request and its confirmation, a topic shift."""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+
+from bot.config import Settings
+from bot.conversation.commands import Command
+from bot.conversation.pipeline import Turn
+from bot.conversation.replies import (
+    ERASE_CONFIRM_REPLY,
+    ERASED_REPLY,
+    OPERATOR_RESET_REPLY,
+    OPT_IN_REPLY,
+    OPT_OUT_REPLY,
+    RESET_REPLY,
+)
+from bot.exceptions import StoreUnavailable
+from bot.observability.metrics import MESSAGES
+from bot.storage.context import Context
+from bot.users.data import UserData
+from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out
+
+log = structlog.get_logger(__name__)
+
+#: Commands that change a user's memory settings or data.
+MEMORY_COMMANDS = ("opt_out", "opt_in", "erase", "erase_confirm")
+
+
+def carry_out(
+    turn: Turn,
+    command: Command | None,
+    users: UserData,
+    settings: Settings,
+    memory_commands: bool,
+    erase_requested_at: float | None,
+) -> None:
+    """Carry out the command, if the message is one, settling the reply; raise
+    StoreUnavailable when Redis cannot carry it out (nothing is pretended)."""
+    user = turn.msg.user
+    kind = command.kind if command is not None else None
+    if turn.claim is None and kind not in (None, "topic_shift"):
+        raise StoreUnavailable("Redis was unreachable at claim")
+    if erase_requested_at is not None and kind != "erase_confirm" and memory_commands:
+        try:
+            users.meta.set_meta(user, erase_requested_at=None)  # anything but YES cancels
+            log.info("erase.cancelled")
+        except StoreUnavailable as err:  # the request lapses by itself after ERASE_CONFIRM_S
+            log.error("store.unavailable", stage="erase_cancel", error=str(err))
+    if kind in MEMORY_COMMANDS:
+        _memory_command(turn, kind, users, settings)
+    elif kind == "reset":
+        reset_conversation(users, user, user, via="user")
+        _done(turn, RESET_REPLY, "reset")
+    elif kind == "operator_reset" and command is not None and command.target:
+        reset_conversation(users, command.target, user, via="operator")
+        _done(turn, OPERATOR_RESET_REPLY.format(target=command.target), "operator_reset")
+    elif kind == "topic_shift" and turn.claim is not None:
+        # The old topic is not carried verbatim: answer from the summary alone, and
+        # have the worker fold the old pairs into the summary now (hand-off).
+        turn.topic_shift = True
+        turn.context = Context(summary=turn.context.summary, epoch=turn.context.epoch)
+
+
+def _memory_command(turn: Turn, kind: str, users: UserData, settings: Settings) -> None:
+    """Carry out opt-out, opt-in and erase."""
+    user = turn.msg.user
+    if kind in ("opt_out", "opt_in"):
+        set_opt_out(users, user, kind == "opt_out", actor=user, via="user", free_trigger=True)
+        _done(turn, OPT_OUT_REPLY if kind == "opt_out" else OPT_IN_REPLY, kind)
+    elif kind == "erase":
+        users.meta.set_meta(user, erase_requested_at=str(time.time()))
+        minutes = max(1, settings.ERASE_CONFIRM_S // 60)
+        _done(turn, ERASE_CONFIRM_REPLY.format(minutes=minutes), "erase_requested")
+    else:
+        erase_user(users, user, user, via="user")
+        turn.touch_context = False  # everything is gone: the commit must not write it back
+        _done(turn, ERASED_REPLY, "erased")
+
+
+def _done(turn: Turn, reply: str, reason: str) -> None:
+    MESSAGES.labels(outcome="rejected", reason="command").inc()
+    turn.settle(reply, reason=reason, status="command")
