@@ -15,7 +15,25 @@ from workers import jobs
 
 
 class BotWorker(Worker):
-    """RQ's Worker with the job collaborators built before the first fork."""
+    """RQ's Worker with the job collaborators built before the first fork, and quick recovery.
+
+    - A lost connection while waiting for jobs is retried every 2 s at most (RQ backs off to
+      60 s), so work resumes within seconds of Redis coming back.
+    - A running job renews its heartbeat every `--job-monitoring-interval` seconds and counts
+      as abandoned 3 intervals after the last one (RQ adds a fixed minute), and every
+      `--maintenance-interval` seconds a worker retries abandoned jobs: a job whose worker was
+      killed runs again within about 30 s with the defaults of the Procfile, holding the same
+      trigger token, so it is still done exactly once.
+    """
+
+    max_connection_wait_time = 2.0
+
+    def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
+        """Return how long a running job's heartbeat lasts: 3 monitoring intervals."""
+        interval = max(1, int(self.job_monitoring_interval))
+        if job.timeout and job.timeout > 0:
+            interval = max(1, min(interval, int(job.timeout - working_time)))
+        return 3 * interval
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         """Warm up, then work as RQ does."""

