@@ -96,7 +96,7 @@ def extract_facts(
     # "Explicit" needs the user's own request, and a batch of one pair, so the request
     # cannot vouch for facts that came from another message.
     explicit_turn = len(pairs) == 1 and bool(EXPLICIT_REQUEST.match(pairs[0].user))
-    provenance = pairs[-1].sid
+    provenance = f"#{pairs[-1].n}"  # the pair it came from, by its number
     by_scope: dict[str, list[Fact]] = {"user": [], "session": []}
     for item in items:
         source = "explicit" if (item.explicit and explicit_turn) else "auto"

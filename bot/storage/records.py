@@ -62,7 +62,13 @@ def flat_to_dict(flat: list[Any]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Pair:
-    """One valid user/assistant exchange; n is its number among the user's pairs."""
+    """One valid user/assistant exchange; n is its number among the user's pairs.
+
+    Stored compactly as {"u": user, "a": assistant, "t": whole seconds, "n": number}: the
+    MessageSid is not kept (`sid` is only set on a pair about to be stored, or read from
+    data written before), since facts now name their pair by number. Older pairs, with
+    "user", "assistant", "ts" and "sid", still read.
+    """
 
     user: str
     assistant: str
@@ -72,7 +78,7 @@ class Pair:
 
     def to_obj(self) -> dict[str, Any]:
         """Return the stored form (n is omitted until the commit script numbers the pair)."""
-        obj: dict[str, Any] = {"user": self.user, "assistant": self.assistant, "ts": self.ts, "sid": self.sid}
+        obj: dict[str, Any] = {"u": self.user, "a": self.assistant, "t": int(self.ts)}
         if self.n:
             obj["n"] = self.n
         return obj
@@ -89,9 +95,9 @@ class Pair:
     def from_obj(cls, obj: dict[str, Any]) -> "Pair":
         """Build from a decoded JSON object; unreadable numbers read as 0."""
         return cls(
-            user=str(obj.get("user", "")),
-            assistant=str(obj.get("assistant", "")),
-            ts=as_float(obj.get("ts"), "pair.ts") or 0.0,
+            user=str(obj.get("u", obj.get("user", ""))),
+            assistant=str(obj.get("a", obj.get("assistant", ""))),
+            ts=as_float(obj.get("t", obj.get("ts")), "pair.ts") or 0.0,
             sid=str(obj.get("sid", "")),
             n=as_int(obj.get("n"), "pair.n"),
         )
@@ -140,9 +146,14 @@ class Fact:
     conflict: dict[str, Any] | None = None
 
     def to_json(self) -> str:
-        """Serialize for Redis (the key is the hash field, not repeated)."""
+        """Serialize for Redis (the key is the hash field, not repeated): packed when the fact
+        has no history or conflict, so that most fit Redis's compact hash encoding (values of
+        64 bytes at most), else JSON. Times are whole seconds."""
+        if not self.previous and self.conflict is None:
+            return pack_fact(self)
         data = asdict(self)
         data.pop("key")
+        data["created_at"], data["updated_at"] = int(self.created_at), int(self.updated_at)
         if not data["previous"]:
             data.pop("previous")
         if data["conflict"] is None:
@@ -151,7 +162,9 @@ class Fact:
 
     @classmethod
     def from_json(cls, key: str, raw: str) -> "Fact | None":
-        """Parse a stored fact; None for a corrupt entry (it is ignored, not fatal)."""
+        """Parse a stored fact, packed or JSON; None for a corrupt entry (ignored, not fatal)."""
+        if raw.startswith(PACKED_PREFIX):
+            return unpack_fact(key, raw)
         try:
             data = json.loads(raw)
             return cls(
@@ -173,6 +186,57 @@ class Fact:
     def to_public(self) -> dict[str, Any]:
         """Return the fact as the API and CLI show it."""
         return asdict(self)
+
+
+#: Packed facts: "~1|category|confidence%|importance%|source|created|updated|provenance|value",
+#: category and source as one-letter codes, times in whole seconds, created empty when it
+#: equals updated; the value comes last and may hold "|".
+PACKED_PREFIX = "~1|"
+CATEGORY_CODES = {
+    "identity": "i", "location": "l", "preference": "p", "diet": "d", "health": "h",
+    "work": "w", "family": "f", "contact": "c", "schedule": "s", "other": "o",
+}
+SOURCE_CODES = {"auto": "a", "explicit": "e", "operator": "o"}
+_CATEGORY_NAMES = {code: name for name, code in CATEGORY_CODES.items()}
+_SOURCE_NAMES = {code: name for name, code in SOURCE_CODES.items()}
+
+
+def pack_fact(fact: Fact) -> str:
+    """Return the packed form of a fact without history or conflict."""
+    updated = int(fact.updated_at)
+    created = int(fact.created_at)
+    return PACKED_PREFIX + "|".join(
+        [
+            CATEGORY_CODES.get(fact.category, fact.category.replace("|", "/")),
+            str(round(fact.confidence * 100)),
+            str(round(fact.importance * 100)),
+            SOURCE_CODES.get(fact.source, fact.source.replace("|", "/")),
+            "" if created == updated else str(created),
+            str(updated),
+            fact.provenance.replace("|", "/"),
+            fact.value,
+        ]
+    )
+
+
+def unpack_fact(key: str, raw: str) -> Fact | None:
+    """Parse a packed fact; None when it is not one."""
+    parts = raw[len(PACKED_PREFIX) :].split("|", 7)
+    if len(parts) != 8:
+        return None
+    category, confidence, importance, source, created, updated, provenance, value = parts
+    updated_at = as_float(updated, "fact.updated") or 0.0
+    return Fact(
+        key=key,
+        value=value,
+        category=_CATEGORY_NAMES.get(category, category),
+        confidence=as_int(confidence, "fact.confidence") / 100,
+        importance=as_int(importance, "fact.importance", 50) / 100,
+        source=_SOURCE_NAMES.get(source, source),
+        created_at=as_float(created, "fact.created") or updated_at,
+        updated_at=updated_at,
+        provenance=provenance,
+    )
 
 
 def decode_facts(raw: dict[Any, Any]) -> dict[str, Fact]:

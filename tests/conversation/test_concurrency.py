@@ -47,7 +47,7 @@ def test_concurrent_messages_from_one_user_all_stored_once(server_url, model: St
         replies = list(pool.map(lambda f: post(server_url, f), forms))
     assert all(len(r) == 1 for r in replies)
     pending = services.store.pending_pairs(USER)
-    assert sorted(p.sid for p in pending) == sorted(f["MessageSid"] for f in forms)
+    assert sorted(p.user for p in pending) == sorted(f["Body"] for f in forms)
     context = services.store.load(USER)
     assert context.count_since_summary == n and len(context.recent) == 5
     assert len(model.requests()) == n
@@ -107,5 +107,5 @@ def test_concurrent_messages_across_processes_all_stored_once(gunicorn_url, mode
     assert [i for i, r in enumerate(replies) if len(r) != 1] == []
     assert replies[0] == replies[-1]  # the redelivery, maybe in the other process, got the same reply
     pending = services.store.pending_pairs(USER)
-    assert sorted(p.sid for p in pending) == sorted(f["MessageSid"] for f in forms)
+    assert sorted(p.user for p in pending) == sorted(f["Body"] for f in forms)
     assert len(model.requests()) == n

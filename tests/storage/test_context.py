@@ -57,27 +57,27 @@ def test_empty_user_has_empty_context(store: ContextStore) -> None:
 def test_five_pairs_fit_the_window(store: ContextStore, client: redis.Redis) -> None:
     for i in range(5):
         assert add(store, i) == i + 1
-    assert [p.sid for p in store.load(USER).recent] == [f"SM{i}" for i in range(5)]
+    assert [p.user for p in store.load(USER).recent] == [pair(i).user for i in range(5)]
     assert client.llen(user_key(PENDING_PREFIX, USER)) == 0
-    assert [p.sid for p in store.pending_pairs(USER)] == [f"SM{i}" for i in range(5)]
+    assert [p.user for p in store.pending_pairs(USER)] == [pair(i).user for i in range(5)]
 
 
 def test_sixth_pair_moves_the_oldest_to_pending(store: ContextStore, client: redis.Redis) -> None:
     for i in range(6):
         add(store, i)
     context = store.load(USER)
-    assert [p.sid for p in context.recent] == [f"SM{i}" for i in range(1, 6)]
+    assert [p.user for p in context.recent] == [pair(i).user for i in range(1, 6)]
     assert context.count_since_summary == 6
     older = client.lrange(user_key(PENDING_PREFIX, USER), 0, -1)
-    assert [json.loads(x)["sid"] for x in older] == ["SM0"]
-    assert [p.sid for p in store.pending_pairs(USER)] == [f"SM{i}" for i in range(6)]
+    assert [json.loads(x)["u"] for x in older] == [pair(0).user]
+    assert [p.user for p in store.pending_pairs(USER)] == [pair(i).user for i in range(6)]
 
 
 def test_invalid_message_is_seen_but_not_context(store: ContextStore) -> None:
     add(store, 0)
     assert add(store, 1, valid=False) == 1
     context = store.load(USER)
-    assert [p.sid for p in context.recent] == ["SM0"]
+    assert [p.user for p in context.recent] == [pair(0).user]
     assert context.last_interaction == 1001.0
 
 
@@ -312,3 +312,37 @@ def test_pending_is_bounded_by_bytes(client: redis.Redis) -> None:
     assert sum(len(x.encode()) for x in items) <= 1000 and dropped > 0
     pending = store.pending_pairs(USER)
     assert pending[-1].n == 40 and store.load(USER).count_since_summary == len(pending)
+
+
+def test_pairs_and_facts_written_in_the_old_format_still_read(store: ContextStore, client: redis.Redis) -> None:
+    """Before the compact encodings: long JSON keys, float times, the MessageSid kept."""
+    from bot.storage.keys import FACTS_PREFIX
+    from bot.storage.facts import FactStore
+
+    old_pair = {"user": "old question", "assistant": "old answer", "ts": 1700000000.25, "sid": "SMold", "n": 1}
+    client.hset(user_key(CONTEXT_PREFIX, USER), mapping={"recent_messages": json.dumps([old_pair]), "seq": 1})
+    [read] = store.load(USER).recent
+    assert (read.user, read.assistant, read.ts, read.sid, read.n) == ("old question", "old answer", 1700000000.25, "SMold", 1)
+    add(store, 5)  # a new pair next to it is written compactly; the old one stays readable
+    stored = json.loads(client.hget(user_key(CONTEXT_PREFIX, USER), "recent_messages"))
+    assert stored[-1] == {"u": pair(5).user, "a": pair(5).assistant, "t": 5, "n": 2}
+    assert [p.user for p in store.load(USER).recent] == ["old question", pair(5).user]
+    old_fact = {"value": "Lisbon", "category": "location", "confidence": 0.9, "importance": 0.7, "source": "auto",
+                "created_at": 1700000000.123, "updated_at": 1700000001.5, "provenance": "SMabc"}
+    client.hset(user_key(FACTS_PREFIX, USER), "city", json.dumps(old_fact))
+    city = FactStore(client).load(USER)["city"]
+    assert (city.value, city.category, city.confidence, city.provenance) == ("Lisbon", "location", 0.9, "SMabc")
+
+
+def test_facts_pack_small_and_round_trip() -> None:
+    from bot.storage.records import Fact
+
+    fact = Fact("city", "Lisbon | Alfama", "location", 0.92, 0.7, "explicit", 1700000000.9, 1700000100.2, "#12")
+    raw = fact.to_json()
+    assert raw == "~1|l|92|70|e|1700000000|1700000100|#12|Lisbon | Alfama" and len(raw) <= 64
+    back = Fact.from_json("city", raw)
+    assert back is not None and (back.value, back.category, back.confidence, back.importance, back.source) == (
+        "Lisbon | Alfama", "location", 0.92, 0.7, "explicit")
+    assert (back.created_at, back.updated_at, back.provenance) == (1700000000, 1700000100, "#12")
+    flagged = Fact("city", "Porto", "location", 0.8, conflict={"value": "Lisbon", "confidence": 0.8})
+    assert Fact.from_json("city", flagged.to_json()).conflict == {"value": "Lisbon", "confidence": 0.8}  # JSON

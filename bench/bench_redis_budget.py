@@ -1,0 +1,107 @@
+"""Measure Redis bytes per user at rest: 200 turns, without and with 50 facts.
+
+Prints figures; asserts nothing. Runs the real storage code (the claim and commit scripts,
+summaries applied as the worker applies them, facts merged as extraction merges them) on a
+private embedded Redis, with the sizes bench_webhook.py uses: messages of 20-200 characters,
+replies of 400, and a summary of 400 characters (what the stand-in writes) or 900 (the most
+SUMMARY_MAX_TOKENS, 200 tokens, allows).
+
+"At rest" is after the redelivery window: chat_seen has expired (its TTL is DEDUP_WINDOW_S),
+so it is reported apart.
+
+    .venv/bin/python bench/bench_redis_budget.py
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bot.dev.embedded import start_embedded_redis  # noqa: E402
+from bot.memory.rules import merge_facts  # noqa: E402
+from bot.storage.connection import make_redis  # noqa: E402
+from bot.storage.context import ContextStore  # noqa: E402
+from bot.storage.facts import FactStore  # noqa: E402
+from bot.storage.keys import SEEN_PREFIX, Ttls, user_key, user_keys  # noqa: E402
+from bot.storage.records import Fact, Pair  # noqa: E402
+from bot.storage.triggers import SUMMARY, SummaryPolicy  # noqa: E402
+
+TURNS = 200
+FACTS = 50
+WORDS = "trip lisbon hotel quiet cheap museum tram dinner budget flight weekend family beach walk".split()
+CATEGORIES = ("identity", "location", "preference", "diet", "health", "work", "family", "schedule")
+
+
+def converse(store: ContextStore, user: str, rng: random.Random, summary_chars: int) -> None:
+    """200 turns, with the summary applied whenever the commit asks for one."""
+    now = time.time()
+    for turn in range(TURNS):
+        sid = "SM" + uuid.uuid4().hex
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30)))
+        claim = store.claim(user, sid, now=now + turn)
+        pair = Pair(user=f"turn {turn}: {text}?", assistant="x" * 400, ts=now + turn, sid=sid)
+        result = store.commit(user, claim, sid, pair.assistant, pair, now=now + turn)
+        if SUMMARY in result.due:
+            snap = store.snapshot(user)
+            store.apply_summary(user, result.due[SUMMARY], snap.epoch, snap.pending[-1].n, "The user " + "s" * (summary_chars - 9))
+
+
+def learn(facts: FactStore, user: str, rng: random.Random) -> None:
+    """50 typical facts: short keys, values of 5 to 30 characters."""
+    now = time.time()
+    incoming = [
+        Fact(
+            key=f"fact_{i}_{rng.choice(WORDS)}",
+            value=" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4)))[:30],
+            category=rng.choice(CATEGORIES),
+            confidence=round(rng.uniform(0.7, 1.0), 3),
+            importance=round(rng.uniform(0.3, 0.9), 3),
+            provenance=f"#{rng.randint(1, TURNS)}",  # the pair it came from, as extraction writes it
+        )
+        for i in range(FACTS)
+    ]
+    facts.merge(user, "user", lambda existing: merge_facts(
+        existing, incoming, threshold=0.7, max_facts=FACTS, conflict_margin=0.1, now=now))
+
+
+def sizes(client, user: str) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Return MEMORY USAGE of each of the user's keys (every field counted)."""
+    return {key.split(":")[0]: client.memory_usage(key, samples=0) or 0 for key in user_keys(user) if client.exists(key)}
+
+
+def main() -> int:
+    """Print bytes per user, at rest and with redelivery records, without and with facts."""
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        embedded = start_embedded_redis(Path(tmp) / "bench.db")
+        try:
+            client = make_redis(embedded.url)
+            policy = SummaryPolicy(every_n_pairs=10, soft_bytes=4000 // 3, max_bytes=4000, extract_every_n_pairs=0)
+            store = ContextStore(client, recent_pairs=5, ttls=Ttls(context=30 * 86400), policy=policy)
+            facts = FactStore(client, facts_ttl_seconds=365 * 86400)
+            cases = [(chars, with_facts) for with_facts in (False, True) for chars in (400, 900)]
+            for summary_chars, with_facts in cases:
+                label = f"{FACTS if with_facts else 'no'} facts, a {summary_chars}-character summary"
+                user = f"+1555{rng.randint(0, 9_999_999):07d}"
+                converse(store, user, rng, summary_chars)
+                if with_facts:
+                    learn(facts, user, rng)
+                per_key = sizes(client, user)
+                seen = per_key.pop(SEEN_PREFIX.rstrip(":"), 0)
+                rest = sum(per_key.values())
+                detail = ", ".join(f"{k} {v}" for k, v in sorted(per_key.items()))
+                print(f"{TURNS} turns, {label}: {rest} B at rest ({detail}); chat_seen in the window: {seen} B")
+                assert client.ttl(user_key(SEEN_PREFIX, user)) <= 900  # it does expire
+        finally:
+            embedded.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
