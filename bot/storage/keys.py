@@ -23,7 +23,7 @@ class KeySpec:
 
 CONTEXT = KeySpec("chat_context:", "hash", "summary, recent pairs, counters, job triggers, epoch", "context")
 PENDING = KeySpec("chat_pending:", "list", "unsummarized pairs that left the recent window", "context")
-SEEN = KeySpec("chat_seen:", "hash", "MessageSid -> processing record, for redeliveries", "context")
+SEEN = KeySpec("chat_seen:", "hash", "MessageSid -> processing record, for redeliveries", "redelivery")
 FACTS = KeySpec("user_facts:", "hash", "durable facts: key -> fact JSON", "facts")
 SESSION_FACTS = KeySpec("session_facts:", "hash", "facts true only for now", "session")
 MEMORY = KeySpec("user_memory:", "hash", "opt-out, extraction progress and trigger, stats", "facts")
@@ -35,6 +35,7 @@ USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY)
 #: of the keys it touches, so a user's data expires that long after their last message.
 TTL_RULES = {
     "context": "CONTEXT_TTL_DAYS",
+    "redelivery": "DEDUP_WINDOW_S",
     "facts": "FACTS_TTL_DAYS",
     "session": "SESSION_FACTS_TTL_HOURS",
 }
@@ -69,7 +70,3 @@ class Ttls:
     context: int = 0
     facts: int = 0
     session: int = 86400
-
-    def for_rule(self, rule: str) -> int:
-        """Return the seconds of one TTL rule."""
-        return int(getattr(self, rule))

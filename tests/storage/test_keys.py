@@ -1,0 +1,23 @@
+"""The key table names every per-user key, each with a TTL rule that a setting controls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.config import Settings
+from bot.storage.keys import TTL_RULES, USER_KEYS, user_keys
+
+
+def test_every_key_has_a_ttl_rule_set_by_a_setting() -> None:
+    assert {spec.ttl for spec in USER_KEYS} <= set(TTL_RULES)
+    assert set(TTL_RULES.values()) <= set(Settings.model_fields)
+
+
+def test_every_key_is_in_the_readme_key_table() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for spec in USER_KEYS:
+        assert f"`{spec.prefix}{{+E164}}`" in readme
+
+
+def test_user_keys_share_one_hash_tag() -> None:
+    assert {key.split("{", 1)[1] for key in user_keys("+14155550100")} == {"+14155550100}"}
