@@ -158,7 +158,7 @@ class Settings(BaseSettings):
     # later, the user has long had it, so an empty answer (and a log line).
     REDELIVERY_REPLY_S: int = Field(default=120, ge=0)
     # At most this many MessageSids per user inside the window (a flood cannot grow Redis).
-    DEDUP_MAX_RECORDS: int = Field(default=200, ge=10, le=5000)
+    DEDUP_MAX_RECORDS: int = Field(default=100, ge=10, le=5000)
     # How long a redelivery waits for the first attempt, still in flight, to finish.
     DEDUP_WAIT_S: float = Field(default=10.0, ge=0)
 

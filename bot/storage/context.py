@@ -234,6 +234,7 @@ class ContextStore:
                 "window": self.redelivery.window_s,
                 "reply_window": self.redelivery.reply_s,
                 "max_records": self.redelivery.max_records,
+                "replies_kept": self.redelivery.replies_kept,
                 "ttl": {"context": self.ttls.context, "facts": self.ttls.facts, "session": self.ttls.session},
                 "triggers": [rule.to_lua(tokens[rule.name]) for rule in p.triggers()],
             },

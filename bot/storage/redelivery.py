@@ -31,7 +31,10 @@ class RedeliveryPolicy:
 
     window_s: int = 900
     reply_s: int = 120
-    max_records: int = 200
+    max_records: int = 100
+    # Only the newest this many records keep a copy of their reply, so a burst of long replies
+    # cannot pile up in Redis: two minutes of messages at 20 a minute.
+    replies_kept: int = 40
 
 
 def seen_records(client: redis.Redis, user: str) -> dict[str, Any]:

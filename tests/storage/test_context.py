@@ -126,7 +126,7 @@ def test_reset_of_an_unknown_user_creates_nothing(store: ContextStore, client: r
 
 
 def test_redelivery_is_remembered_by_time_not_by_count(store: ContextStore) -> None:
-    for i in range(40):  # 40 more messages from the same user, within the window
+    for i in range(35):  # 35 more messages from the same user, within the window
         add(store, i)
     assert store.claim(USER, "SM0", now=1000.0 + 100).status == "duplicate"
     assert store.claim(USER, "SM0", now=1000.0 + 100).reply == "answer 0"
@@ -346,3 +346,13 @@ def test_facts_pack_small_and_round_trip() -> None:
     assert (back.created_at, back.updated_at, back.provenance) == (1700000000, 1700000100, "#12")
     flagged = Fact("city", "Porto", "location", 0.8, conflict={"value": "Lisbon", "confidence": 0.8})
     assert Fact.from_json("city", flagged.to_json()).conflict == {"value": "Lisbon", "confidence": 0.8}  # JSON
+
+
+def test_only_the_newest_records_keep_their_reply(client: redis.Redis) -> None:
+    """A burst of long replies must not pile up in Redis for the whole reply window."""
+    store = ContextStore(client, recent_pairs=5, redelivery=RedeliveryPolicy(900, 120, 50, replies_kept=3), policy=POLICY)
+    for i in range(8):
+        add(store, i)
+    records = {k: json.loads(v) for k, v in client.hgetall(user_key(SEEN_PREFIX, USER)).items()}
+    assert sorted(k for k, r in records.items() if "r" in r) == ["SM5", "SM6", "SM7"] and len(records) == 8
+    assert store.claim(USER, "SM1", now=1010.0).status == "duplicate"  # still recognised

@@ -9,8 +9,9 @@
 --    which the oldest pending pairs are dropped unsummarized); job_lease (seconds a job
 --    holds its trigger); window (seconds a MessageSid is remembered: older records are
 --    dropped, and chat_seen expires this long after the last message); reply_window
---    (seconds a record keeps its reply for a redelivery); max_records (MessageSids kept per
---    user inside the window, newest first; one in flight is never evicted); ttl ({context,
+--    (seconds a record keeps its reply for a redelivery); replies_kept (only the newest this
+--    many records keep their reply); max_records (MessageSids kept per user inside the
+--    window, newest first; one in flight is never evicted); ttl ({context,
 --    facts, session} seconds; 0 = no expiry);
 --    triggers (the background jobs a stored pair can make due, in order: each
 --    {name, hash, cursor, job, every, early_bytes, skip_field?, token}; see
@@ -86,15 +87,19 @@ for j = 1, #all, 2 do
   if not age or age > A.window then
     redis.call('HDEL', K.seen, all[j])
   elseif r.st == 'done' then
-    if r.r and age > A.reply_window then
-      r.r = nil
-      redis.call('HSET', K.seen, all[j], cjson.encode(r))
-    end
-    table.insert(done, {all[j], tonumber(r.ts) or 0})
+    table.insert(done, {all[j], tonumber(r.ts) or 0, r, age})
   end
 end
 table.sort(done, function(a, b) return a[2] > b[2] end)
-for j = A.max_records + 1, #done do redis.call('HDEL', K.seen, done[j][1]) end
+for j = 1, #done do
+  local sid, r, age = done[j][1], done[j][3], done[j][4]
+  if j > A.max_records then
+    redis.call('HDEL', K.seen, sid)
+  elseif r.r and (age > A.reply_window or j > A.replies_kept) then
+    r.r = nil
+    redis.call('HSET', K.seen, sid, cjson.encode(r))
+  end
+end
 redis.call('EXPIRE', K.seen, A.window)
 refresh(K.context, A.ttl.context); refresh(K.pending, A.ttl.context)
 refresh(K.facts, A.ttl.facts); refresh(K.memory, A.ttl.facts); refresh(K.session, A.ttl.session)
