@@ -45,6 +45,8 @@ sys.path.insert(0, str(ROOT))
 from bot.dev.embedded import free_port, start_embedded_redis  # noqa: E402
 
 TOKEN = "bench-auth-token"
+#: Seconds of quiet after which a user's pending pairs are folded into the summary (at rest).
+IDLE_S = 3
 WORDS = (
     "trip lisbon hotel quiet cheap museum tram dinner budget flight weekend family beach "
     "walk old town view restaurant vegetarian booking sunday train porto wine tour"
@@ -79,6 +81,8 @@ class Stack:
             "OPENAI_BASE_URL": model_url,
             "REDIS_URL": redis_url,
             "LOG_LEVEL": "WARNING",
+            # Users "at rest" in phase B: quiet this long, their pending pairs are folded in.
+            "SUMMARY_IDLE_S": str(IDLE_S),
             "LOG_JSON": "true",
             "CONTEXT_STRATEGY": strategy,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -305,6 +309,12 @@ def run_strategy(args: argparse.Namespace, redis_url: str, model_url: str, strat
         long_users = [f"+1557{i:07d}" for i in range(args.long_users)]
         drive(stack.port, long_users, args.long_turns, seed=3, think_s=args.think_ms / 1000)
         wait_for_queue(r)
+        if strategy == "compact":  # let the users go quiet: their idle summaries run
+            deadline = time.time() + IDLE_S + 30
+            time.sleep(IDLE_S + 1)
+            while time.time() < deadline and any(r.zcard(f"rq:scheduled:{q}") for q in ("summaries", "facts")):
+                time.sleep(0.2)
+            wait_for_queue(r)
         time.sleep(0.5)
         sizes = [user_bytes(r, u) for u in long_users]
         out["bytes_per_user"] = {"mean": statistics.mean(sizes), "max": max(sizes)}

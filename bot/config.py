@@ -111,6 +111,10 @@ class Settings(BaseSettings):
     SUMMARY_INPUT_TOKENS: int = Field(default=3000, ge=500)
     # Seconds between retries of a failed summary job (needs the worker's scheduler).
     SUMMARY_RETRY_INTERVALS: str = "10,30,60"
+    # When the user has been quiet this long, the pairs that left the recent window are folded
+    # into the summary, so a user at rest holds only the summary and the recent window
+    # (0: off). Below the 15-minute lease of a job trigger.
+    SUMMARY_IDLE_S: int = Field(default=300, ge=0, le=600)
     # Pending pairs outside the recent window: summarized early past a third of this, the
     # oldest dropped unsummarized past it (workers down), so a user stays under ~10 KB.
     PENDING_MAX_BYTES: int = Field(default=4000, ge=1000)

@@ -33,7 +33,7 @@ from bot.storage.facts import FactStore
 from bot.storage.keys import Ttls
 from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.redelivery import RedeliveryPolicy
-from bot.storage.triggers import SummaryPolicy
+from bot.storage.triggers import IDLE_SUMMARY, SummaryPolicy
 from bot.users.data import UserData
 
 #: Kept from WEBHOOK_DEADLINE_S for parsing, rendering and the network on either side.
@@ -135,6 +135,7 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
             # Summarize early at a third of the bound: room for ~4 more pairs while the job runs.
             soft_bytes=settings.PENDING_MAX_BYTES // 3,
             max_bytes=10**9 if full else settings.PENDING_MAX_BYTES,
+            idle_summary=not full and settings.SUMMARY_IDLE_S > 0,
         ),
     )
     facts = FactStore(client, facts_ttl_seconds=ttls.facts, session_ttl_seconds=ttls.session)
@@ -144,6 +145,7 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         make_redis(settings.REDIS_URL, decode_responses=False, timeout_s=settings.REDIS_TIMEOUT_S),
         settings.retry_intervals,
         settings.pseudonym_secret,
+        delays={IDLE_SUMMARY: settings.SUMMARY_IDLE_S},
     )
     llm = LLMClient(
         make_openai_client(settings),

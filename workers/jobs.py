@@ -11,15 +11,15 @@ from typing import Any
 import structlog
 
 from bot.config import load_settings
-from bot.jobs.handoff import follow_up
-from bot.conversation.summary import summarize_conversation
+from bot.jobs.handoff import follow_up, hand_off
+from bot.conversation.summary import summarize_conversation, summarize_when_idle as fold_when_idle
 from bot.memory.extraction import extract_facts, unread_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone
 from bot.observability.metrics import EXTRACTIONS, SUMMARIES
 from bot.services import Services, build_services
 from bot.storage.records import as_int
-from bot.storage.triggers import EXTRACTION, SUMMARY
+from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SUMMARY
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +56,29 @@ def summarize_user(user: str, token: str, clear_recent: bool = False, upto: int 
     SUMMARIES.labels(result="stored" if result.applied else "skipped").inc()
     follow_up(s.jobs, s.store, SUMMARY, user)
     return {"applied": result.applied, "consumed": result.consumed, "reason": result.reason}
+
+
+def summarize_when_idle(user: str, token: str) -> dict[str, Any]:
+    """Fold what left the recent window into the summary once the user is quiet; if they
+    wrote meanwhile, look again when they will have been quiet long enough."""
+    _bind("idle_summary", user)
+    s = services()
+    result = fold_when_idle(
+        user,
+        token,
+        s.store,
+        s.llm,
+        s.counter,
+        s.prompts.summary,
+        idle_s=s.settings.SUMMARY_IDLE_S,
+        max_tokens=s.settings.SUMMARY_MAX_TOKENS,
+        input_tokens=s.settings.SUMMARY_INPUT_TOKENS,
+        now=time.time(),
+    )
+    if result.outcome == "not_idle":
+        again = s.store.take_trigger(user, IDLE_SUMMARY)  # renews the trigger for the next look
+        hand_off(s.jobs, s.store, IDLE_SUMMARY, user, again, delay_s=result.wait_s)
+    return {"outcome": result.outcome}
 
 
 def extract_user_facts(user: str, token: str) -> dict[str, Any]:
@@ -110,3 +133,10 @@ def extraction_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: An
     user, token, final = _failed("extraction", job, exc_type, exc)
     if final and user:
         services().store.release_trigger(user, EXTRACTION, token)
+
+
+def idle_summary_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
+    """Log a failed attempt; after the last retry, free the trigger for the next pair."""
+    user, token, final = _failed("idle_summary", job, exc_type, exc)
+    if final and user:
+        services().store.release_trigger(user, IDLE_SUMMARY, token)

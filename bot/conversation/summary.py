@@ -13,7 +13,7 @@ from bot.llm.tokens import TokenCounter
 from bot.observability.metrics import SUMMARY_LAG_SECONDS
 from bot.storage.context import ContextStore
 from bot.storage.records import Pair
-from bot.storage.triggers import SUMMARY
+from bot.storage.triggers import IDLE_SUMMARY, SUMMARY
 
 log = structlog.get_logger(__name__)
 
@@ -116,3 +116,50 @@ def summarize_conversation(
     return SummaryResult(
         applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens, reason=reason
     )
+
+
+@dataclass(frozen=True)
+class IdleResult:
+    """What one idle check did; `wait_s` says when to look again if the user was not idle."""
+
+    outcome: str  # summarized, nothing_pending, busy, superseded, not_idle
+    wait_s: float = 0.0
+
+
+def summarize_when_idle(
+    user: str,
+    token: str,
+    store: ContextStore,
+    llm: LLMClient,
+    counter: TokenCounter,
+    prompt: Prompt,
+    *,
+    idle_s: float,
+    max_tokens: int,
+    input_tokens: int,
+    now: float,
+) -> IdleResult:
+    """Once the user has been quiet idle_s, fold every unsummarized pair into the summary, so
+    a user at rest keeps only the summary and the recent window (chat_pending empties).
+
+    A user who wrote since is not idle: the caller looks again later. A summary job already
+    holding its trigger will do the work itself.
+    """
+    if store.trigger_tokens(user).get(IDLE_SUMMARY) != token:
+        return IdleResult("superseded")
+    context = store.load(user)
+    quiet = now - context.last_interaction if context.last_interaction is not None else idle_s
+    if quiet < idle_s - 1:
+        return IdleResult("not_idle", wait_s=idle_s - quiet)
+    store.release_trigger(user, IDLE_SUMMARY, token)
+    recent = {p.n for p in context.recent}
+    if not [p for p in store.pending_pairs(user) if p.n not in recent]:
+        return IdleResult("nothing_pending")
+    if context.summary_job_token:
+        return IdleResult("busy")
+    summary_token = store.take_trigger(user, SUMMARY)
+    result = summarize_conversation(
+        user, summary_token, store, llm, counter, prompt, max_tokens=max_tokens, input_tokens=input_tokens
+    )
+    log.info("summary.idle", applied=result.applied, consumed=result.consumed)
+    return IdleResult("summarized" if result.applied else result.reason)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import redis
 from rq import Callback, Queue, Retry
 from rq.job import Job, NoSuchJobError
 
-from bot.storage.triggers import EXTRACTION, SUMMARY
+from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SUMMARY
 
 SUMMARY_QUEUE = "summaries"
 FACTS_QUEUE = "facts"
@@ -44,17 +45,25 @@ class JobKind:
 JOB_KINDS = {
     SUMMARY: JobKind(SUMMARY_QUEUE, "workers.jobs.summarize_user", "workers.jobs.summary_failed", "summary"),
     EXTRACTION: JobKind(FACTS_QUEUE, "workers.jobs.extract_user_facts", "workers.jobs.extraction_failed", "facts"),
+    IDLE_SUMMARY: JobKind(SUMMARY_QUEUE, "workers.jobs.summarize_when_idle", "workers.jobs.idle_summary_failed", "idle"),
 }
 
 
 class JobQueue:
     """Hand slow work to the RQ workers."""
 
-    def __init__(self, connection: redis.Redis, retry_intervals: list[int], pseudonym_key: str) -> None:
+    def __init__(
+        self,
+        connection: redis.Redis,
+        retry_intervals: list[int],
+        pseudonym_key: str,
+        delays: dict[str, float] | None = None,
+    ) -> None:
         self.connection = connection
         self.queues = {name: Queue(name, connection=connection) for name in {k.queue for k in JOB_KINDS.values()}}
         self.retry_intervals = retry_intervals
         self._key = pseudonym_key.encode()
+        self.delays = delays or {}  # job kind -> seconds its job waits before it runs
 
     def tag(self, user: str) -> str:
         """Return the user's pseudonym in job ids: keyed, so it cannot be reversed by trial."""
@@ -69,23 +78,28 @@ class JobQueue:
         """The queue summary jobs wait in."""
         return self.queues[SUMMARY_QUEUE]
 
-    def enqueue(self, kind: str, user: str, token: str, **kwargs: Any) -> str:
+    def enqueue(self, kind: str, user: str, token: str, delay_s: float | None = None, **kwargs: Any) -> str:
         """Queue the user's job of this kind for trigger `token`, with our retry, timeout and
-        failure-callback policy; return its id."""
+        failure-callback policy, to run now or after its kind's delay (or `delay_s`); return
+        its id. A delayed job waits in RQ's scheduled registry (the worker's scheduler)."""
         spec = JOB_KINDS[kind]
         ident = self.job_id(kind, user, token)
-        job = self.queues[spec.queue].enqueue_call(
-            spec.func,
-            args=(user, token),
-            kwargs=kwargs,
-            job_id=ident,
-            retry=Retry(max=len(self.retry_intervals), interval=self.retry_intervals),
-            on_failure=Callback(spec.on_failure),
-            timeout=JOB_TIMEOUT_S,
-            result_ttl=0,  # nothing reads a result: the record goes when the job succeeds
-            failure_ttl=FAILED_TTL_S,
-            description=ident.rsplit("-", 1)[0],
-        )
+        options: dict[str, Any] = {
+            "job_id": ident,
+            "retry": Retry(max=len(self.retry_intervals), interval=self.retry_intervals),
+            "on_failure": Callback(spec.on_failure),
+            "result_ttl": 0,  # nothing reads a result: the record goes when the job succeeds
+            "failure_ttl": FAILED_TTL_S,
+            "description": ident.rsplit("-", 1)[0],
+        }
+        queue = self.queues[spec.queue]
+        delay = self.delays.get(kind, 0) if delay_s is None else delay_s
+        if delay > 0:
+            if kwargs:
+                raise ValueError("a delayed job takes only the user and its token")
+            job = queue.enqueue_in(timedelta(seconds=delay), spec.func, user, token, job_timeout=JOB_TIMEOUT_S, **options)
+        else:
+            job = queue.enqueue_call(spec.func, args=(user, token), kwargs=kwargs, timeout=JOB_TIMEOUT_S, **options)
         return job.id
 
     def job_status(self, ident: str) -> str | None:

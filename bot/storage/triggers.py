@@ -15,9 +15,11 @@ from typing import Any
 
 SUMMARY = "summary"
 EXTRACTION = "extraction"
+IDLE_SUMMARY = "idle_summary"
 #: The trigger fields' prefixes (<job>_at, <job>_token), as they have always been named.
 SUMMARY_JOB = "summary_job"
 EXTRACTION_JOB = "extract_job"
+IDLE_JOB = "idle_job"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class SummaryPolicy:
     job_lease_s: int = 900
     # Fact extraction after every this many valid pairs (0: never).
     extract_every_n_pairs: int = 1
+    # Fold what left the recent window into the summary once the user is quiet (a delayed job).
+    idle_summary: bool = True
 
     def triggers(self) -> tuple[TriggerRule, ...]:
         """Return the background jobs a stored pair can make due, in the order they are considered."""
@@ -59,6 +63,9 @@ class SummaryPolicy:
                 EXTRACTION, "memory", "extracted_seq", EXTRACTION_JOB, self.extract_every_n_pairs,
                 skip_field="opted_out",
             ),
+            # Due as soon as any pair waits outside the recent window; its job runs once the
+            # user has been quiet for SUMMARY_IDLE_S (bot/jobs/queue.py delays it).
+            TriggerRule(IDLE_SUMMARY, "context", "summarized_seq", IDLE_JOB, 0, 1 if self.idle_summary else 0),
         )
 
     def rule(self, name: str) -> TriggerRule:

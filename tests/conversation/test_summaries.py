@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -10,6 +11,7 @@ from rq import Queue
 from rq.registry import FailedJobRegistry
 from structlog.testing import capture_logs
 
+from bot import create_app
 from bot.jobs.queue import SUMMARY_QUEUE
 from bot.storage.triggers import SUMMARY as SUMMARY_JOB
 from bot.storage.connection import make_redis
@@ -249,3 +251,59 @@ def test_queue_failure_never_fails_the_reply_and_frees_the_trigger(  # type: ign
     monkeypatch.undo()
     chat(send, model, 1, start=10)
     assert queue(redis_url).count == 1
+
+
+# -- the idle summary ------------------------------------------------------------------
+def run_due_scheduled_jobs(redis_url: str) -> None:
+    """Move the delayed jobs that are due into their queue, as the worker's scheduler does."""
+    from rq.scheduler import RQScheduler
+
+    scheduler = RQScheduler([SUMMARY_QUEUE], connection=make_redis(redis_url, decode_responses=False))
+    scheduler.acquire_locks()
+    try:
+        scheduler.enqueue_scheduled_jobs()
+    finally:
+        scheduler.release_locks()
+
+
+@pytest.fixture
+def idle_send(make_settings, redis_client, model, monkeypatch):  # type: ignore[no-untyped-def]
+    """Send with SUMMARY_IDLE_S=3, and give the worker the same settings."""
+    import workers.jobs
+
+    settings = make_settings(SUMMARY_IDLE_S=3)
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            monkeypatch.setenv(name, str(value))
+    workers.jobs.services.cache_clear()
+    client = create_app(settings).test_client()
+
+    def post(body: str):  # type: ignore[no-untyped-def]
+        form = inbound_form(body)
+        return client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+
+    yield post
+    workers.jobs.services.cache_clear()
+
+
+def test_a_quiet_user_keeps_only_the_summary_and_the_recent_window(  # type: ignore[no-untyped-def]
+    idle_send, model: StandinModel, services, run_worker, redis_url, redis_client
+) -> None:
+    for i in range(7):  # 2 pairs leave the 5-pair window; no summary is due yet
+        idle_send(f"Question {i}: what else should we see in Lisbon?")
+    assert redis_client.llen(f"chat_pending:{{{USER}}}") == 2 and not services.store.load(USER).summary
+    started = time.monotonic()
+    time.sleep(1.5)
+    idle_send("One more: is the tram 28 worth it with kids?")  # not quiet yet when the job looks
+    while time.monotonic() - started < 3.2:
+        time.sleep(0.1)
+    run_due_scheduled_jobs(redis_url)
+    run_worker(SUMMARY_QUEUE)
+    assert not services.store.load(USER).summary  # it looked, found the user active, looks later
+    time.sleep(1.8)
+    run_due_scheduled_jobs(redis_url)
+    run_worker(SUMMARY_QUEUE)
+    context = services.store.load(USER)
+    assert context.summary and context.summarized_seq == 8 and context.count_since_summary == 0
+    assert redis_client.llen(f"chat_pending:{{{USER}}}") == 0 and len(context.recent) == 5
+    assert len(summary_requests(model)) == 1

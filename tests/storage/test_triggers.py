@@ -29,7 +29,7 @@ def store_pair(store: ContextStore, i: int, now: float = 1000.0):  # type: ignor
 
 
 def test_a_third_job_is_one_more_table_entry(fake_redis: fakeredis.FakeRedis) -> None:
-    store = ContextStore(fake_redis, recent_pairs=5, policy=WithThirdJob(extract_every_n_pairs=0))
+    store = ContextStore(fake_redis, recent_pairs=5, policy=WithThirdJob(extract_every_n_pairs=0, idle_summary=False))
     due = [sorted(store_pair(store, i).due) for i in range(7)]
     assert due == [[], [], ["entities"], [], [], [], []]  # due at 3 unread, then held by its job
     token = fake_redis.hget(user_key(MEMORY_PREFIX, USER), "entities_job_token")
