@@ -75,7 +75,7 @@ def summarize_when_idle(user: str, token: str) -> dict[str, Any]:
         input_tokens=s.settings.SUMMARY_INPUT_TOKENS,
         now=time.time(),
     )
-    if result.outcome == "not_idle":
+    if result.wait_s > 0:  # not quiet yet, or a summary job is running
         again = s.store.take_trigger(user, IDLE_SUMMARY)  # renews the trigger for the next look
         hand_off(s.jobs, s.store, IDLE_SUMMARY, user, again, delay_s=result.wait_s)
     return {"outcome": result.outcome}

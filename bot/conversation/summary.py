@@ -118,12 +118,16 @@ def summarize_conversation(
     )
 
 
+#: When a summary job is running at the idle look, look again this much later.
+BUSY_RETRY_S = 5.0
+
+
 @dataclass(frozen=True)
 class IdleResult:
     """What one idle check did; `wait_s` says when to look again if the user was not idle."""
 
     outcome: str  # summarized, nothing_pending, busy, superseded, not_idle
-    wait_s: float = 0.0
+    wait_s: float = 0.0  # look again this much later (not_idle, busy); 0: done
 
 
 def summarize_when_idle(
@@ -151,12 +155,14 @@ def summarize_when_idle(
     quiet = now - context.last_interaction if context.last_interaction is not None else idle_s
     if quiet < idle_s - 1:
         return IdleResult("not_idle", wait_s=idle_s - quiet)
-    store.release_trigger(user, IDLE_SUMMARY, token)
     recent = {p.n for p in context.recent}
     if not [p for p in store.pending_pairs(user) if p.n not in recent]:
+        store.release_trigger(user, IDLE_SUMMARY, token)
         return IdleResult("nothing_pending")
     if context.summary_job_token:
-        return IdleResult("busy")
+        # A summary job is running; pairs that came after its snapshot may stay: look again.
+        return IdleResult("busy", wait_s=BUSY_RETRY_S)
+    store.release_trigger(user, IDLE_SUMMARY, token)
     summary_token = store.take_trigger(user, SUMMARY)
     result = summarize_conversation(
         user, summary_token, store, llm, counter, prompt, max_tokens=max_tokens, input_tokens=input_tokens
