@@ -356,3 +356,10 @@ def test_only_the_newest_records_keep_their_reply(client: redis.Redis) -> None:
     records = {k: json.loads(v) for k, v in client.hgetall(user_key(SEEN_PREFIX, USER)).items()}
     assert sorted(k for k, r in records.items() if "r" in r) == ["SM5", "SM6", "SM7"] and len(records) == 8
     assert store.claim(USER, "SM1", now=1010.0).status == "duplicate"  # still recognised
+
+
+def test_a_recent_list_with_corrupt_elements_is_cleaned_not_fatal(store: ContextStore, client: redis.Redis) -> None:
+    client.hset(user_key(CONTEXT_PREFIX, USER), "recent_messages", '[1, "x", {"u": "kept", "a": "yes", "n": 1}]')
+    for i in range(6):
+        add(store, i)  # evicts past the window: a corrupt element would be indexed here
+    assert [p.user for p in store.load(USER).recent] == [pair(i).user for i in range(1, 6)]

@@ -5,8 +5,12 @@ local function recent_of(key)
   local raw = redis.call('HGET', key, 'recent_messages')
   if not raw then return {} end
   local ok, decoded = pcall(cjson.decode, raw)
-  if ok and type(decoded) == 'table' then return decoded end
-  return {}
+  if not ok or type(decoded) ~= 'table' then return {} end
+  local pairs_only = {}  -- a corrupt element (not an object) is dropped, never indexed
+  for _, p in ipairs(decoded) do
+    if type(p) == 'table' then table.insert(pairs_only, p) end
+  end
+  return pairs_only
 end
 
 -- A JSON list; cjson would write an empty table as {}.
