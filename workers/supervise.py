@@ -68,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     while not stopping:
         started = time.monotonic()
-        child = subprocess.Popen(command)
+        # A session of its own: a signal sent to our whole group (Ctrl-C, a platform stopping
+        # every process) reaches the worker once, through us; twice would make RQ kill the job.
+        child = subprocess.Popen(command, start_new_session=True)
+        if stopping:  # the signal came while we were starting it
+            child.send_signal(signal.SIGTERM)
         code = child.wait()
         if stopping:
             break

@@ -120,7 +120,7 @@ class CommandStep:
             reset_phrases=self.reset_phrases,
             topic_phrases=self.topic_phrases,
             operators=self.settings.operators,
-            erase_pending=erase_pending or turn.claim is None,  # Redis down: a YES may be one
+            erase_pending=erase_pending,
         )
         kind = command.kind if command is not None else None
         if kind in MEMORY_COMMANDS and not self.memory_commands:

@@ -126,7 +126,7 @@ BUSY_RETRY_S = 5.0
 class IdleResult:
     """What one idle check did; `wait_s` says when to look again if the user was not idle."""
 
-    outcome: str  # summarized, nothing_pending, busy, superseded, not_idle
+    outcome: str  # summarized, partial, nothing_pending, busy, superseded, not_idle
     wait_s: float = 0.0  # look again this much later (not_idle, busy); 0: done
 
 
@@ -156,16 +156,26 @@ def summarize_when_idle(
     if quiet < idle_s - 1:
         return IdleResult("not_idle", wait_s=idle_s - quiet)
     recent = {p.n for p in context.recent}
-    if not [p for p in store.pending_pairs(user) if p.n not in recent]:
+    waiting = [p for p in store.pending_pairs(user) if p.n not in recent]
+    if not waiting:
         store.release_trigger(user, IDLE_SUMMARY, token)
         return IdleResult("nothing_pending")
-    if context.summary_job_token:
+    held_since = context.summary_job_at or 0.0
+    if context.summary_job_token and now - held_since <= store.policy.job_lease_s:
         # A summary job is running; pairs that came after its snapshot may stay: look again.
         return IdleResult("busy", wait_s=BUSY_RETRY_S)
-    store.release_trigger(user, IDLE_SUMMARY, token)
     summary_token = store.take_trigger(user, SUMMARY)
-    result = summarize_conversation(
-        user, summary_token, store, llm, counter, prompt, max_tokens=max_tokens, input_tokens=input_tokens
-    )
+    try:
+        result = summarize_conversation(
+            user, summary_token, store, llm, counter, prompt, max_tokens=max_tokens, input_tokens=input_tokens
+        )
+    except BaseException:
+        # Free the summary trigger; the idle trigger stays ours, so RQ's retry can fold later.
+        store.release_trigger(user, SUMMARY, summary_token)
+        raise
     log.info("summary.idle", applied=result.applied, consumed=result.consumed)
+    left = [p for p in store.pending_pairs(user) if p.n not in {q.n for q in store.load(user).recent}]
+    if result.applied and left:
+        return IdleResult("partial", wait_s=BUSY_RETRY_S)  # the input cap left some: fold the rest next
+    store.release_trigger(user, IDLE_SUMMARY, token)
     return IdleResult("summarized" if result.applied else result.reason)

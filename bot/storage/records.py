@@ -188,7 +188,7 @@ class Fact:
         return asdict(self)
 
 
-#: Packed facts: "~1|category|confidence%|importance%|source|created|updated|provenance|value",
+#: Packed facts: "~1|category|confidence‰|importance‰|source|created|updated|provenance|value",
 #: category and source as one-letter codes, times in whole seconds, created empty when it
 #: equals updated; the value comes last and may hold "|".
 PACKED_PREFIX = "~1|"
@@ -208,8 +208,8 @@ def pack_fact(fact: Fact) -> str:
     return PACKED_PREFIX + "|".join(
         [
             CATEGORY_CODES.get(fact.category, fact.category.replace("|", "/")),
-            str(round(fact.confidence * 100)),
-            str(round(fact.importance * 100)),
+            str(round(fact.confidence * 1000)),
+            str(round(fact.importance * 1000)),
             SOURCE_CODES.get(fact.source, fact.source.replace("|", "/")),
             "" if created == updated else str(created),
             str(updated),
@@ -230,8 +230,8 @@ def unpack_fact(key: str, raw: str) -> Fact | None:
         key=key,
         value=value,
         category=_CATEGORY_NAMES.get(category, category),
-        confidence=as_int(confidence, "fact.confidence") / 100,
-        importance=as_int(importance, "fact.importance", 50) / 100,
+        confidence=as_int(confidence, "fact.confidence") / 1000,
+        importance=as_int(importance, "fact.importance", 500) / 1000,
         source=_SOURCE_NAMES.get(source, source),
         created_at=as_float(created, "fact.created") or updated_at,
         updated_at=updated_at,

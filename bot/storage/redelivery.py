@@ -1,6 +1,7 @@
 """Redelivery records: which MessageSids a user's messages had, and how each was answered.
 
-Key ``chat_seen:{+E164}`` hash: MessageSid -> ``{st: pending|done, ts, tok?, r?: reply}``
+Key ``chat_seen:{+E164}`` hash: MessageSid -> ``{st: pending|done, ts, tok, r?: reply,
+p?: pair stored, d?: jobs made due}`` (tok, p and d let a retried script answer as it did)
 for the user's messages of the last DEDUP_WINDOW_S. A redelivery inside that window is never
 processed twice, however many messages came in between; inside REDELIVERY_REPLY_S (Twilio's
 retry horizon) it gets the first reply again, whole. The hash expires DEDUP_WINDOW_S after

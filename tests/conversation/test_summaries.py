@@ -307,3 +307,17 @@ def test_a_quiet_user_keeps_only_the_summary_and_the_recent_window(  # type: ign
     assert context.summary and context.summarized_seq == 8 and context.count_since_summary == 0
     assert redis_client.llen(f"chat_pending:{{{USER}}}") == 0 and len(context.recent) == 5
     assert len(summary_requests(model)) == 1
+
+
+def test_an_idle_fold_that_fails_is_retried_and_frees_the_summary_trigger(  # type: ignore[no-untyped-def]
+    idle_send, model: StandinModel, services, run_worker, redis_url, redis_client
+) -> None:
+    for i in range(7):
+        idle_send(f"Question {i}: what else should we see in Lisbon?")
+    model.script({"status": 500, "match": SUMMARY_MARK})  # the first fold fails; RQ retries it
+    time.sleep(3.2)
+    run_due_scheduled_jobs(redis_url)
+    run_worker(SUMMARY_QUEUE)
+    context = services.store.load(USER)
+    assert context.summary and context.summarized_seq == 7 and context.summary_job_token is None
+    assert redis_client.llen(f"chat_pending:{{{USER}}}") == 0 and len(summary_requests(model)) == 2

@@ -93,7 +93,7 @@ def test_extraction_stores_facts_with_provenance(say, model: StandinModel, worke
     assert city["confidence"] == 0.92 and city["importance"] == 0.7
     assert city["created_at"] == city["updated_at"] > 0 and city["provenance"] == "#1"  # the pair it came from
     raw = redis_client.hget(user_key(FACTS_PREFIX, USER), "city")
-    assert raw.startswith("~1|l|92|70|a|") and raw.endswith("|#1|Lisbon") and len(raw) <= 64  # packed
+    assert raw.startswith("~1|l|920|700|a|") and raw.endswith("|#1|Lisbon") and len(raw) <= 64  # packed
     meta = redis_client.hgetall(user_key(MEMORY_PREFIX, USER))
     assert meta["stat_extracted"] == "1" and meta["stat_stored"] == "1" and meta["extracted_seq"] == "1"
 

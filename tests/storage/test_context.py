@@ -339,7 +339,7 @@ def test_facts_pack_small_and_round_trip() -> None:
 
     fact = Fact("city", "Lisbon | Alfama", "location", 0.92, 0.7, "explicit", 1700000000.9, 1700000100.2, "#12")
     raw = fact.to_json()
-    assert raw == "~1|l|92|70|e|1700000000|1700000100|#12|Lisbon | Alfama" and len(raw) <= 64
+    assert raw == "~1|l|920|700|e|1700000000|1700000100|#12|Lisbon | Alfama" and len(raw) <= 64
     back = Fact.from_json("city", raw)
     assert back is not None and (back.value, back.category, back.confidence, back.importance, back.source) == (
         "Lisbon | Alfama", "location", 0.92, 0.7, "explicit")
@@ -363,3 +363,21 @@ def test_a_recent_list_with_corrupt_elements_is_cleaned_not_fatal(store: Context
     for i in range(6):
         add(store, i)  # evicts past the window: a corrupt element would be indexed here
     assert [p.user for p in store.load(USER).recent] == [pair(i).user for i in range(1, 6)]
+
+
+def test_scripts_run_twice_by_a_client_retry_answer_as_the_first_time(store: ContextStore) -> None:
+    """redis-py re-sends a command after a read timeout, even when the first run executed."""
+    real = store.scripts.run
+
+    def twice(name, keys, args):  # type: ignore[no-untyped-def]
+        real(name, keys, args)  # the run whose answer was lost to the timeout
+        return real(name, keys, args)
+
+    for i in range(9):
+        add(store, i)
+    store.scripts.run = twice  # type: ignore[method-assign]
+    claim = store.claim(USER, "SMretry", now=1100.0)
+    assert claim.status == "new"  # not "inflight" because of its own first run
+    result = store.commit(USER, claim, "SMretry", "a", pair(9), now=1100.0)
+    assert result.pair_stored and SUMMARY in result.due and result.seq == 10  # the 10th pair, once
+    assert store.load(USER).seq == 10

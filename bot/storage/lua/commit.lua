@@ -1,7 +1,7 @@
 -- commit: record a processed message, and store its pair if it is valid and still wanted.
 -- KEYS: context pending seen facts session memory
 -- A: sid; now (Unix seconds); token (the claim's: nothing is written unless this attempt
---    still owns the MessageSid); epoch (the one the message was answered in: a reset since
+--    still owns the MessageSid; a commit run again with it gets the first run's answer); epoch (the one the message was answered in: a reset since
 --    means the pair is not stored); reply (the text sent); pair ({user, assistant, ts, sid},
 --    absent when the exchange is not valid context); touch (false right after an erase:
 --    only this MessageSid is recorded, so a redelivered YES is answered, not re-run);
@@ -29,11 +29,13 @@ if not A.touch then
   return {0, 0, 0, 0, {}}
 end
 local owned = false
-local current = redis.call('HGET', K.seen, A.sid)
-if current then
-  local ok, r = pcall(cjson.decode, current)
-  owned = ok and type(r) == 'table' and r.st == 'pending' and r.tok == A.token
+local current = decoded(redis.call('HGET', K.seen, A.sid) or 'null')
+if type(current) == 'table' and current.tok == A.token and current.st == 'done' then
+  -- This very commit run again (the client retried after a timeout that came after the
+  -- first run): answer as the first time, writing nothing.
+  return {num(K.context, 'message_count_since_summary'), 0, num(K.context, 'seq'), current.p or 0, current.d or {}}
 end
+owned = type(current) == 'table' and current.st == 'pending' and current.tok == A.token
 if not owned then
   -- Another attempt took this MessageSid over (it records the outcome), or the user's
   -- data was erased meanwhile: write nothing at all.
@@ -76,6 +78,8 @@ else
   redis.call('HSETNX', K.context, 'message_count_since_summary', 0)
 end
 redis.call('HSET', K.context, 'last_interaction_timestamp', A.now)
+record.tok, record.p = A.token, stored  -- so that a retry of this commit gets the same answer
+if #taken > 0 then record.d = taken end
 redis.call('HSET', K.seen, A.sid, cjson.encode(record))
 -- Remember MessageSids by time: records older than the window go (a stale in-flight one
 -- too); a reply is kept only for the reply window; past max_records, the oldest answered go.
