@@ -12,7 +12,8 @@ import structlog
 
 from bot.config import load_settings
 from bot.jobs.handoff import follow_up, hand_off
-from bot.conversation.summary import summarize_conversation, summarize_when_idle as fold_when_idle
+from bot.conversation.summary import Summarizer, summarize_conversation
+from bot.conversation.summary import summarize_when_idle as fold_when_idle
 from bot.memory.extraction import extract_facts, unread_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone
@@ -32,6 +33,13 @@ def services() -> Services:
     return build_services(settings)
 
 
+def summarizer(s: Services) -> Summarizer:
+    """Return what a summary run needs, from this process's collaborators."""
+    return Summarizer(
+        s.store, s.llm, s.counter, s.prompts.summary, s.settings.SUMMARY_MAX_TOKENS, s.settings.SUMMARY_INPUT_TOKENS
+    )
+
+
 def _bind(job_kind: str, user: str) -> None:
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(job=job_kind, job_run=uuid.uuid4().hex[:12], user=mask_phone(user))
@@ -41,18 +49,7 @@ def summarize_user(user: str, token: str, clear_recent: bool = False, upto: int 
     """Fold the user's pending pairs into their summary."""
     _bind("summary", user)
     s = services()
-    result = summarize_conversation(
-        user,
-        token,
-        s.store,
-        s.llm,
-        s.counter,
-        s.prompts.summary,
-        max_tokens=s.settings.SUMMARY_MAX_TOKENS,
-        input_tokens=s.settings.SUMMARY_INPUT_TOKENS,
-        clear_recent=clear_recent,
-        upto=upto,
-    )
+    result = summarize_conversation(user, token, summarizer(s), clear_recent=clear_recent, upto=upto)
     SUMMARIES.labels(result="stored" if result.applied else "skipped").inc()
     follow_up(s.jobs, s.store, SUMMARY, user)
     return {"applied": result.applied, "consumed": result.consumed, "reason": result.reason}
@@ -63,18 +60,7 @@ def summarize_when_idle(user: str, token: str) -> dict[str, Any]:
     wrote meanwhile, look again when they will have been quiet long enough."""
     _bind("idle_summary", user)
     s = services()
-    result = fold_when_idle(
-        user,
-        token,
-        s.store,
-        s.llm,
-        s.counter,
-        s.prompts.summary,
-        idle_s=s.settings.SUMMARY_IDLE_S,
-        max_tokens=s.settings.SUMMARY_MAX_TOKENS,
-        input_tokens=s.settings.SUMMARY_INPUT_TOKENS,
-        now=time.time(),
-    )
+    result = fold_when_idle(user, token, summarizer(s), idle_s=s.settings.SUMMARY_IDLE_S, now=time.time())
     if result.wait_s > 0:  # not quiet yet, or a summary job is running
         again = s.store.take_trigger(user, IDLE_SUMMARY)  # renews the trigger for the next look
         hand_off(s.jobs, s.store, IDLE_SUMMARY, user, again, delay_s=result.wait_s)

@@ -40,18 +40,20 @@ def render_transcript(summary: str, pairs: list[Pair]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Summarizer:
+    """What a summary run needs: the store, the model and its prompt, and their limits."""
+
+    store: ContextStore
+    llm: LLMClient
+    counter: TokenCounter
+    prompt: Prompt
+    max_tokens: int  # the summary's own cap (SUMMARY_MAX_TOKENS)
+    input_tokens: int  # the most conversation one run reads (SUMMARY_INPUT_TOKENS)
+
+
 def summarize_conversation(
-    user: str,
-    token: str,
-    store: ContextStore,
-    llm: LLMClient,
-    counter: TokenCounter,
-    prompt: Prompt,
-    *,
-    max_tokens: int,
-    input_tokens: int,
-    clear_recent: bool = False,
-    upto: int | None = None,
+    user: str, token: str, tools: Summarizer, *, clear_recent: bool = False, upto: int | None = None
 ) -> SummaryResult:
     """Replace the user's summary with one that also covers every pending pair.
 
@@ -59,6 +61,8 @@ def summarize_conversation(
     message that started the new topic out). Raises LLMUnavailable on model failure,
     leaving the state untouched for a retry.
     """
+    store, llm, counter, prompt = tools.store, tools.llm, tools.counter, tools.prompt
+    max_tokens, input_tokens = tools.max_tokens, tools.input_tokens
     snapshot = store.snapshot(user)
     if snapshot.token != token:
         log.info("summary.skipped", reason="superseded")
@@ -130,25 +134,14 @@ class IdleResult:
     wait_s: float = 0.0  # look again this much later (not_idle, busy); 0: done
 
 
-def summarize_when_idle(
-    user: str,
-    token: str,
-    store: ContextStore,
-    llm: LLMClient,
-    counter: TokenCounter,
-    prompt: Prompt,
-    *,
-    idle_s: float,
-    max_tokens: int,
-    input_tokens: int,
-    now: float,
-) -> IdleResult:
+def summarize_when_idle(user: str, token: str, tools: Summarizer, *, idle_s: float, now: float) -> IdleResult:
     """Once the user has been quiet idle_s, fold every unsummarized pair into the summary, so
     a user at rest keeps only the summary and the recent window (chat_pending empties).
 
     A user who wrote since is not idle: the caller looks again later. A summary job already
     holding its trigger will do the work itself.
     """
+    store = tools.store
     if store.trigger_tokens(user).get(IDLE_SUMMARY) != token:
         return IdleResult("superseded")
     context = store.load(user)
@@ -166,9 +159,7 @@ def summarize_when_idle(
         return IdleResult("busy", wait_s=BUSY_RETRY_S)
     summary_token = store.take_trigger(user, SUMMARY)
     try:
-        result = summarize_conversation(
-            user, summary_token, store, llm, counter, prompt, max_tokens=max_tokens, input_tokens=input_tokens
-        )
+        result = summarize_conversation(user, summary_token, tools)
     except BaseException:
         # Free the summary trigger; the idle trigger stays ours, so RQ's retry can fold later.
         store.release_trigger(user, SUMMARY, summary_token)
