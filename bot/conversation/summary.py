@@ -11,7 +11,7 @@ from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
 from bot.llm.tokens import TokenCounter
 from bot.observability.metrics import SUMMARY_LAG_SECONDS
-from bot.storage.context import ContextStore
+from bot.storage.context import Context, ContextStore
 from bot.storage.records import Pair
 from bot.storage.triggers import IDLE_SUMMARY, SUMMARY
 
@@ -134,6 +134,12 @@ class IdleResult:
     wait_s: float = 0.0  # look again this much later (not_idle, busy); 0: done
 
 
+def _outside_window(store: ContextStore, user: str, context: Context) -> list[Pair]:
+    """Return the unsummarized pairs that have left the recent window of `context`."""
+    recent = {p.n for p in context.recent}
+    return [p for p in store.pending_pairs(user) if p.n not in recent]
+
+
 def summarize_when_idle(user: str, token: str, tools: Summarizer, *, idle_s: float, now: float) -> IdleResult:
     """Once the user has been quiet idle_s, fold every unsummarized pair into the summary, so
     a user at rest keeps only the summary and the recent window (chat_pending empties).
@@ -148,9 +154,7 @@ def summarize_when_idle(user: str, token: str, tools: Summarizer, *, idle_s: flo
     quiet = now - context.last_interaction if context.last_interaction is not None else idle_s
     if quiet < idle_s - 1:
         return IdleResult("not_idle", wait_s=idle_s - quiet)
-    recent = {p.n for p in context.recent}
-    waiting = [p for p in store.pending_pairs(user) if p.n not in recent]
-    if not waiting:
+    if not _outside_window(store, user, context):
         store.release_trigger(user, IDLE_SUMMARY, token)
         return IdleResult("nothing_pending")
     held_since = context.summary_job_at or 0.0
@@ -165,8 +169,7 @@ def summarize_when_idle(user: str, token: str, tools: Summarizer, *, idle_s: flo
         store.release_trigger(user, SUMMARY, summary_token)
         raise
     log.info("summary.idle", applied=result.applied, consumed=result.consumed)
-    left = [p for p in store.pending_pairs(user) if p.n not in {q.n for q in store.load(user).recent}]
-    if result.applied and left:
+    if result.applied and _outside_window(store, user, store.load(user)):
         return IdleResult("partial", wait_s=BUSY_RETRY_S)  # the input cap left some: fold the rest next
     store.release_trigger(user, IDLE_SUMMARY, token)
     return IdleResult("summarized" if result.applied else result.reason)

@@ -191,13 +191,14 @@ class ContextStore:
             },
         )
         memory = Memory(flat_to_dict(facts), flat_to_dict(session), flat_to_dict(meta))
+        age_s = float(text(age))  # -1 for a new claim
         return Claim(
             status=text(status),
             context=context_from_hash(flat_to_dict(flat)),
             reply=text(reply) if reply else None,
             memory=memory,
             token=token,
-            age_s=None if float(text(age)) < 0 else float(text(age)),
+            age_s=None if age_s < 0 else age_s,
         )
 
     def commit(
@@ -216,7 +217,8 @@ class ContextStore:
         MessageSid over. With touch_context False (right after an erase) nothing is written.
         """
         p = self.policy
-        tokens = {rule.name: new_token() for rule in p.triggers()}
+        rules = p.triggers()
+        tokens = {rule.name: new_token() for rule in rules}
         count, dropped, seq, stored, taken = self.scripts.run(
             "commit",
             self._keys(user),
@@ -236,7 +238,7 @@ class ContextStore:
                 "max_records": self.redelivery.max_records,
                 "replies_kept": self.redelivery.replies_kept,
                 "ttl": {"context": self.ttls.context, "facts": self.ttls.facts, "session": self.ttls.session},
-                "triggers": [rule.to_lua(tokens[rule.name]) for rule in p.triggers()],
+                "triggers": [rule.to_lua(tokens[rule.name]) for rule in rules],
             },
         )
         return CommitResult(
