@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bot.config import Settings  # noqa: E402
 from bot.dev.embedded import start_embedded_redis  # noqa: E402
 from bot.memory.rules import merge_facts  # noqa: E402
 from bot.storage.connection import make_redis  # noqa: E402
@@ -83,7 +84,12 @@ def main() -> int:
         try:
             client = make_redis(embedded.url)
             policy = SummaryPolicy(every_n_pairs=10, soft_bytes=4000 // 3, max_bytes=4000, extract_every_n_pairs=0)
-            store = ContextStore(client, recent_pairs=5, ttls=Ttls(context=30 * 86400), policy=policy)
+            defaults = Settings.model_fields  # the recent window as shipped
+            store = ContextStore(
+                client,
+                recent_pairs=defaults["RECENT_PAIRS"].default,
+                recent_bytes=defaults["RECENT_MAX_BYTES"].default,
+                ttls=Ttls(context=30 * 86400), policy=policy)
             facts = FactStore(client, facts_ttl_seconds=365 * 86400)
             cases = [(chars, with_facts) for with_facts in (False, True) for chars in (400, 900)]
             for summary_chars, with_facts in cases:

@@ -88,6 +88,11 @@ class Settings(BaseSettings):
 
     # --- conversation context (design note 1) --------------------------------------
     RECENT_PAIRS: int = Field(default=5, ge=1, le=50)
+    # ...and no more than this many bytes of them (stored JSON; the newest pair always stays).
+    # Older pairs leave for the summary: next to the system prompt, the memory block and the
+    # summary, the 800-token prompt has room for about this much history anyway, and it keeps
+    # a user at rest under 4 KB.
+    RECENT_MAX_BYTES: int = Field(default=2000, ge=500)
     SUMMARY_EVERY_N_PAIRS: int = Field(default=10, ge=1, le=100)
     # A pair shorter than this (user + assistant characters) is small talk, not context.
     MIN_PAIR_CHARS: int = Field(default=50, ge=0)

@@ -28,7 +28,7 @@ from bot.llm.client import LLMClient, make_openai_client
 from bot.llm.prompts import Prompt, load_prompt
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.storage.connection import make_redis
-from bot.storage.context import ContextStore
+from bot.storage.context import NO_BYTE_BOUND, ContextStore
 from bot.storage.facts import FactStore
 from bot.storage.keys import Ttls
 from bot.storage.memory_meta import MemoryMetaStore
@@ -123,6 +123,7 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
     store = ContextStore(
         client,
         recent_pairs=FULL_HISTORY_PAIRS if full else settings.RECENT_PAIRS,
+        recent_bytes=NO_BYTE_BOUND if full else settings.RECENT_MAX_BYTES,
         redelivery=RedeliveryPolicy(
             window_s=settings.DEDUP_WINDOW_S,
             reply_s=settings.REDELIVERY_REPLY_S,

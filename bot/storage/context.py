@@ -1,7 +1,8 @@
 """Per-user conversation context: claim and commit a message, summaries, resets.
 
 Keys (bot/storage/keys.py): ``chat_context:{+E164}`` hash with
-``summary``; ``recent_messages`` (JSON list of the last RECENT_PAIRS valid pairs);
+``summary``; ``recent_messages`` (JSON list of the last RECENT_PAIRS valid pairs, within
+RECENT_MAX_BYTES);
 ``message_count_since_summary``; ``last_interaction_timestamp`` (Unix seconds);
 ``seq`` (valid pairs ever stored; each pair carries its number ``n``);
 ``summarized_seq`` (the last pair number folded into the summary);
@@ -40,6 +41,9 @@ from bot.storage.records import Pair, as_float, as_int, decode_pairs, flat_to_di
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.scripts import Scripts
 from bot.storage.triggers import SummaryPolicy
+
+#: A recent window with no bound in bytes (the full-history baseline, tests of pair counts).
+NO_BYTE_BOUND = 10**9
 
 #: The user hashes a trigger can live in, by the name TriggerRule.hash uses.
 TRIGGER_HASHES = {"context": CONTEXT_PREFIX, "memory": MEMORY_PREFIX}
@@ -142,12 +146,14 @@ class ContextStore:
         client: redis.Redis,
         *,
         recent_pairs: int,
+        recent_bytes: int = NO_BYTE_BOUND,
         redelivery: RedeliveryPolicy | None = None,
         ttls: Ttls | None = None,
         policy: SummaryPolicy | None = None,
     ) -> None:
         self.redis = client
         self.recent_pairs = recent_pairs
+        self.recent_bytes = recent_bytes
         self.redelivery = redelivery or RedeliveryPolicy()
         self.ttls = ttls or Ttls()
         self.policy = policy or SummaryPolicy()
@@ -231,6 +237,7 @@ class ContextStore:
                 "pair": pair.to_obj() if pair else None,
                 "touch": touch_context,
                 "recent_max": self.recent_pairs,
+                "recent_bytes": self.recent_bytes,
                 "pending_max": p.max_bytes,
                 "job_lease": p.job_lease_s,
                 "window": self.redelivery.window_s,

@@ -304,6 +304,21 @@ def test_reset_clears_conversation_but_not_dedup(store: ContextStore, client: re
     assert add(store, 100) == 1  # counting starts again
 
 
+def test_recent_window_is_bounded_by_bytes(client: redis.Redis) -> None:
+    store = ContextStore(client, recent_pairs=5, recent_bytes=700, policy=POLICY)
+    long = lambda i: Pair(user=f"question {i}", assistant=f"answer {i} " + "x" * 280, ts=float(i))  # noqa: E731
+    for i in range(5):
+        commit(store, f"SM{i}", long(i))
+    raw = client.hget(user_key(CONTEXT_PREFIX, USER), "recent_messages")
+    assert raw is not None and len(raw) <= 700
+    assert [p.n for p in store.load(USER).recent] == [4, 5]  # the newest that fit, newest last
+    # the older pairs left for the summary: none is lost
+    assert [p.n for p in store.pending_pairs(USER)] == [1, 2, 3, 4, 5]
+    # the newest pair always stays, even alone past the bound
+    commit(store, "SM9", Pair(user="q", assistant="y" * 900, ts=9.0))
+    assert [p.n for p in store.load(USER).recent] == [6]
+
+
 def test_pending_is_bounded_by_bytes(client: redis.Redis) -> None:
     policy = SummaryPolicy(every_n_pairs=1000, soft_bytes=100_000, max_bytes=1000, job_lease_s=900)
     store = ContextStore(client, recent_pairs=5, policy=policy)

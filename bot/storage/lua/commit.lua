@@ -5,7 +5,8 @@
 --    means the pair is not stored); reply (the text sent); pair ({user, assistant, ts, sid},
 --    absent when the exchange is not valid context); touch (false right after an erase:
 --    only this MessageSid is recorded, so a redelivered YES is answered, not re-run);
---    recent_max (pairs kept in recent_messages); pending_max (bytes of chat_pending past
+--    recent_max (pairs kept in recent_messages); recent_bytes (and no more JSON bytes than
+--    this, the newest pair always kept: the rest could not fit the prompt); pending_max (bytes of chat_pending past
 --    which the oldest pending pairs are dropped unsummarized); job_lease (seconds a job
 --    holds its trigger); window (seconds a MessageSid is remembered: older records are
 --    dropped, and chat_seen expires this long after the last message); reply_window
@@ -49,8 +50,14 @@ if A.pair and num(K.context, 'epoch') == A.epoch then
   pair.n = seq
   local recent = recent_of(K.context)
   table.insert(recent, pair)
-  while #recent > A.recent_max do
+  local sizes, recent_bytes = {}, 1  -- the JSON list's bytes: '[' ']' and a comma between pairs
+  for j, p in ipairs(recent) do
+    sizes[j] = #cjson.encode(p) + 1
+    recent_bytes = recent_bytes + sizes[j]
+  end
+  while #recent > A.recent_max or (#recent > 1 and recent_bytes > A.recent_bytes) do
     local evicted = table.remove(recent, 1)
+    recent_bytes = recent_bytes - table.remove(sizes, 1)
     if (tonumber(evicted.n) or 0) > summarized then
       redis.call('RPUSH', K.pending, cjson.encode(evicted))
     end
