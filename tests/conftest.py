@@ -16,6 +16,7 @@ from twilio.request_validator import RequestValidator
 from bot import create_app
 from bot.config import Settings, load_settings
 from bot.dev.embedded import start_embedded_redis
+from bot.dev.processes import TAG_VAR, ensure_tag, stop_tagged
 from bot.dev.standin import StandinModel
 from bot.services import build_services
 from bot.storage.records import Fact
@@ -23,6 +24,23 @@ from bot.storage.records import Fact
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
 USER = "+14155550100"
 BASE_URL = "http://localhost"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tag every process this run starts (bot/dev/processes.py), to find any left behind."""
+    ensure_tag()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a process it started is still running after the last teardown."""
+    left = stop_tagged(os.environ[TAG_VAR])
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("processes left running by the tests (now stopped):", red=True)
+            for line in left:
+                reporter.write_line(f"  {line}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session", autouse=True)

