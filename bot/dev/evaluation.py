@@ -25,6 +25,7 @@ import openai
 from rapidfuzz import fuzz
 
 from bot.dev.embedded import start_embedded_redis
+from bot.dev.standin import STANDIN_OWNER
 from bot.llm.client import LLMClient
 from bot.memory.extraction import extract_facts
 from bot.memory.rules import FactRules, normalize_key, normalize_value
@@ -142,7 +143,7 @@ def run_evaluation(
     llm = services.llm
     if base_url or api_key:
         client = openai.OpenAI(
-            api_key=api_key or settings.OPENAI_API_KEY,
+            api_key=api_key or settings.openai_api_key,
             base_url=base_url or settings.OPENAI_BASE_URL,
             timeout=30,
             max_retries=0,
@@ -170,9 +171,21 @@ def run_evaluation(
             embedded.stop()
     report = aggregate(results)
     report["model"] = model
+    report["endpoint"] = str(llm.client.base_url)
+    report["answered_by"] = answered_by(llm.client)
     report["seconds"] = round(time.monotonic() - started, 1)
     report["cases"] = results
     return report
+
+
+def answered_by(client: openai.OpenAI) -> str:
+    """Return "stand-in" when the endpoint is our stand-in model (it says so on /models),
+    else "model"."""
+    try:
+        owners = {getattr(m, "owned_by", "") for m in client.models.list()}
+    except openai.OpenAIError:
+        return "model"
+    return "stand-in" if STANDIN_OWNER in owners else "model"
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -181,8 +194,12 @@ def print_report(report: dict[str, Any]) -> None:
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{value * 100:.1f}%"
 
-    print(f"fact extraction eval: {report['conversations']} conversations, model {report['model']}, "
-          f"{report['seconds']} s")
+    print(f"fact extraction eval: {report['conversations']} conversations, {report['seconds']} s")
+    if report["answered_by"] == "stand-in":
+        print(f"  answered by         the STAND-IN at {report['endpoint']}: these figures measure its "
+              "regular expressions, not a model")
+    else:
+        print(f"  answered by         model {report['model']} at {report['endpoint']}")
     print(f"  precision            {pct(report['precision'])}  ({report['facts_stored']} facts stored)")
     print(f"  recall               {pct(report['recall'])}  (target >= 85%)")
     print(f"  false-positive rate  {pct(report['false_positive_rate'])}  (target < 10%)")

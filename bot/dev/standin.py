@@ -2,8 +2,9 @@
 
 Tests, benchmarks and `make run` without an API key talk to it over real HTTP through the
 real openai client. It is deterministic: with nothing scripted it answers from the last
-user message; a test can queue exact answers, errors and delays, and read back what was
-asked. Never for production: it refuses to start with APP_ENV=production.
+user message, and a fact extraction request with the facts of the user's plain first-person
+statements (bot/dev/standin_facts.py); a test can queue exact answers (an empty fact list
+included), errors and delays, and read back what was asked. Never for production: it refuses to start with APP_ENV=production.
 
     python -m bot.dev.standin --port 8089 [--latency-ms 300] [--reply-chars 400]
 
@@ -28,9 +29,15 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from bot.dev.standin_facts import extract_request_facts
 from bot.llm.tokens import TokenCounter
+from bot.observability.logs import configure_logging
 
 CANNED_NOTICE = "(canned reply from the stand-in model)"
+#: What the stand-in says it is on /v1/models ("owned_by"), so `eval` can tell.
+STANDIN_OWNER = "bot-standin"
+#: The Structured Outputs schema name of fact extraction (bot/memory/schema.py).
+FACTS_SCHEMA_NAME = "user_facts"
 
 _FILLER = (
     "Here is a short, practical answer. "
@@ -167,11 +174,15 @@ class StandinModel:
 
     @staticmethod
     def canned_json(body: dict[str, Any]) -> str:
-        """Return the emptiest valid answer for a Structured Outputs request: [] for lists."""
-        schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
-        properties = schema.get("properties", {})
-        empty = {name: [] for name, spec in properties.items() if spec.get("type") == "array"}
-        return json.dumps(empty)
+        """Answer a Structured Outputs request: facts picked out of the user's first-person
+        statements for fact extraction (bot/dev/standin_facts.py), else the emptiest valid
+        answer ([] for lists)."""
+        json_schema = (body.get("response_format") or {}).get("json_schema", {})
+        properties = json_schema.get("schema", {}).get("properties", {})
+        answer: dict[str, Any] = {name: [] for name, spec in properties.items() if spec.get("type") == "array"}
+        if json_schema.get("name") == FACTS_SCHEMA_NAME:
+            answer["facts"] = extract_request_facts(_last_user_text(body.get("messages") or []))
+        return json.dumps(answer)
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:
         """Return status, JSON body and delay for one chat completion request."""
@@ -263,7 +274,7 @@ class StandinModel:
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.rstrip("/") == "/v1/models":
-                    self._send(200, {"object": "list", "data": [{"id": "standin", "object": "model"}]})
+                    self._send(200, {"object": "list", "data": [{"id": "standin", "object": "model", "owned_by": STANDIN_OWNER}]})
                 elif self.path == "/_standin/requests":
                     self._send(200, {"requests": model.requests()})
                 else:
@@ -304,11 +315,12 @@ def main(argv: list[str] | None = None) -> int:
         help="keep whole request bodies, only token figures (benchmarks), or nothing",
     )
     args = parser.parse_args(argv)
+    configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
     if os.environ.get("APP_ENV") == "production":
         print("refusing to start the stand-in model with APP_ENV=production", file=sys.stderr)
         return 2
     model = StandinModel(args.host, args.port, args.latency_ms / 1000, args.reply_chars, args.record)
-    print(f"stand-in model: CANNED replies at {model.url}", file=sys.stderr, flush=True)
+    print(f"stand-in model: CANNED replies, facts from plain statements, at {model.url}", file=sys.stderr, flush=True)
     try:
         model.server.serve_forever()
     except KeyboardInterrupt:
