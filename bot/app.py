@@ -30,7 +30,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.config["BOT_SETTINGS"] = settings
     # Twilio posts small forms; anything bigger is not Twilio.
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
-    app.extensions["bot.validator"] = RequestValidator(settings.TWILIO_AUTH_TOKEN)
+    app.extensions["bot.validator"] = RequestValidator(settings.twilio_auth_token)
     app.extensions["bot.services"] = services
     app.extensions["bot.pipeline"] = services.pipeline
     if settings.TRUST_FORWARDED_HEADERS:

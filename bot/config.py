@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Literal
 
+from dotenv import dotenv_values
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -39,12 +41,13 @@ DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 class Settings(BaseSettings):
     """Every setting the bot reads; names are the environment variables."""
 
-    # The environment wins; .env is the operator's file, .run/dev.env is what `make run` started.
+    # The environment wins, then .env (the operator's file), then .run/dev.env (where the
+    # running `make run` is: its Redis, model server, port); of env files the last one wins.
     model_config = SettingsConfigDict(
         case_sensitive=True,
         extra="ignore",
         frozen=True,
-        env_file=(".env", ".run/dev.env"),
+        env_file=(".run/dev.env", ".env"),
         env_file_encoding="utf-8",
     )
 
@@ -55,7 +58,9 @@ class Settings(BaseSettings):
     LOG_JSON: bool | None = None
 
     # --- Twilio -----------------------------------------------------------------
-    TWILIO_AUTH_TOKEN: str = Field(min_length=1)
+    # Required by the web and worker processes (load_settings(need=...)); the CLI's read-only
+    # commands run without it.
+    TWILIO_AUTH_TOKEN: str | None = None
     # The public URL Twilio posts to, without the path (https://bot.example.com).
     # Twilio signs the URL it called; behind a TLS-terminating proxy the app sees
     # another one, so set this (or TRUST_FORWARDED_HEADERS) there.
@@ -63,7 +68,8 @@ class Settings(BaseSettings):
     TRUST_FORWARDED_HEADERS: bool = False
 
     # --- model ------------------------------------------------------------------
-    OPENAI_API_KEY: str = Field(min_length=1)
+    # Optional when OPENAI_BASE_URL points at a server that needs no key (Ollama, vLLM...).
+    OPENAI_API_KEY: str | None = None
     OPENAI_BASE_URL: str | None = None
     OPENAI_MODEL: str = "gpt-4o-mini"
     # Per attempt; with retries the whole call must stay under MODEL_DEADLINE_S.
@@ -227,7 +233,10 @@ class Settings(BaseSettings):
     def _empty_token(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("ORG_FACTS_FILE", "EXTRACTION_MODEL", "PSEUDONYM_SECRET", mode="before")
+    @field_validator(
+        "ORG_FACTS_FILE", "EXTRACTION_MODEL", "PSEUDONYM_SECRET", "TWILIO_AUTH_TOKEN", "OPENAI_API_KEY",
+        "OPENAI_BASE_URL", mode="before",
+    )
     @classmethod
     def _empty_none(cls, value: object) -> object:
         return None if value == "" else value
@@ -245,8 +254,23 @@ class Settings(BaseSettings):
 
     @property
     def pseudonym_secret(self) -> str:
-        """Return the key of users' pseudonyms in job ids."""
-        return self.PSEUDONYM_SECRET or self.TWILIO_AUTH_TOKEN
+        """Return the key of users' pseudonyms in job ids (load_settings checks there is one)."""
+        return self.PSEUDONYM_SECRET or self.TWILIO_AUTH_TOKEN or ""
+
+    @property
+    def twilio_auth_token(self) -> str:
+        """Return the Twilio auth token (load_settings checks it is set where it is needed)."""
+        return self.TWILIO_AUTH_TOKEN or ""
+
+    @property
+    def openai_api_key(self) -> str:
+        """Return the API key; a server reached through OPENAI_BASE_URL may need none, but the
+        openai client wants a value, which such a server ignores."""
+        return self.OPENAI_API_KEY or "not-needed"
+
+    def missing(self, *needs: str) -> list[str]:
+        """Return what `needs` (names of NEEDS) lacks in these settings, one line each."""
+        return [f"{name}: {why}" for need in needs for name, why in [NEEDS[need]] if not _has(self, need)]
 
     @property
     def retry_intervals(self) -> list[int]:
@@ -269,15 +293,58 @@ class Settings(BaseSettings):
         return self.APP_ENV == "production" if self.LOG_JSON is None else self.LOG_JSON
 
 
-def load_settings(env_files: bool = True, **overrides: object) -> Settings:
-    """Read settings from the environment; raise ConfigError naming each bad variable."""
+#: What a process may need beyond the defaults, with the line that says why.
+NEEDS = {
+    "twilio": ("TWILIO_AUTH_TOKEN", "required: the webhook checks Twilio's signature with it"),
+    "model": ("OPENAI_API_KEY", "required unless OPENAI_BASE_URL names a server that needs no key"),
+    "pseudonym": ("PSEUDONYM_SECRET", "required, or TWILIO_AUTH_TOKEN: it keys users' pseudonyms in job ids"),
+}
+#: The web and worker processes need all of it.
+SERVER_NEEDS = ("twilio", "model", "pseudonym")
+
+
+#: Where a setting can come from, first match wins (Settings reads them in this order too).
+SOURCES = ("environment", ".env", ".run/dev.env")
+
+
+def lookup(name: str) -> tuple[str, str] | None:
+    """Return (value, source) of a variable as the settings resolve it, or None when unset;
+    also for what is not a setting (PORT, which `make run` records in .run/dev.env)."""
+    if os.environ.get(name):
+        return os.environ[name], "environment"
+    for source in SOURCES[1:]:
+        path = Path(source)
+        value = dotenv_values(path).get(name) if path.is_file() else None
+        if value:
+            return value, source
+    return None
+
+
+def _has(settings: Settings, need: str) -> bool:
+    if need == "twilio":
+        return bool(settings.TWILIO_AUTH_TOKEN)
+    if need == "model":
+        return bool(settings.OPENAI_API_KEY or settings.OPENAI_BASE_URL)
+    return bool(settings.PSEUDONYM_SECRET or settings.TWILIO_AUTH_TOKEN)
+
+
+def load_settings(
+    env_files: bool = True, need: tuple[str, ...] = SERVER_NEEDS, **overrides: object
+) -> Settings:
+    """Read settings from the environment; raise ConfigError naming each bad variable, and
+    each missing one of what `need` names (NEEDS; the CLI's Redis-only commands need none)."""
     try:
         if env_files:
-            return Settings(**overrides)  # type: ignore[arg-type]
-        return Settings(_env_file=None, **overrides)  # type: ignore[arg-type, call-arg]
+            settings = Settings(**overrides)  # type: ignore[arg-type]
+        else:
+            settings = Settings(_env_file=None, **overrides)  # type: ignore[arg-type, call-arg]
     except ValidationError as err:
         problems = []
         for error in err.errors():
             name = ".".join(str(part) for part in error["loc"]) or "settings"
             problems.append(f"{name}: {error['msg']}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None
+    missing = settings.missing(*need)
+    if missing:
+        raise ConfigError("invalid configuration: " + "; ".join(missing))
+    return settings

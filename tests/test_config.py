@@ -13,6 +13,30 @@ def test_missing_secret_is_named() -> None:
         load_settings(env_files=False, OPENAI_API_KEY="k")
 
 
+def test_a_keyless_local_model_server_needs_no_api_key() -> None:
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY: required unless OPENAI_BASE_URL"):
+        load_settings(env_files=False, TWILIO_AUTH_TOKEN="t")
+    settings = load_settings(env_files=False, TWILIO_AUTH_TOKEN="t", OPENAI_BASE_URL="http://127.0.0.1:11434/v1")
+    assert settings.OPENAI_API_KEY is None and settings.openai_api_key  # the SDK wants some value
+
+
+def test_read_only_tools_need_neither_secret() -> None:
+    settings = load_settings(env_files=False, need=())
+    assert settings.TWILIO_AUTH_TOKEN is None
+    with pytest.raises(ConfigError, match="PSEUDONYM_SECRET"):
+        load_settings(env_files=False, need=("pseudonym",))
+
+
+def test_environment_then_dotenv_then_make_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".run").mkdir()
+    (tmp_path / ".run" / "dev.env").write_text("REDIS_URL=redis://dev-env/0\nRECENT_PAIRS=3\nOPENAI_MODEL=m1\n")
+    (tmp_path / ".env").write_text("REDIS_URL=redis://dotenv/0\nRECENT_PAIRS=4\n")
+    monkeypatch.setenv("RECENT_PAIRS", "6")
+    settings = load_settings(need=())
+    assert (settings.RECENT_PAIRS, settings.REDIS_URL, settings.OPENAI_MODEL) == (6, "redis://dotenv/0", "m1")
+
+
 def test_malformed_number_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECENT_PAIRS", "five")
     with pytest.raises(ConfigError, match="RECENT_PAIRS"):

@@ -44,7 +44,7 @@ def make_openai_client(settings: Settings) -> openai.OpenAI:
     transport ends a response that trickles past the timeout (bot/llm/deadline.py)."""
     transport = DeadlineTransport(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
     return openai.OpenAI(
-        api_key=settings.OPENAI_API_KEY,
+        api_key=settings.openai_api_key,
         base_url=settings.OPENAI_BASE_URL,
         timeout=settings.LLM_TIMEOUT_S,
         max_retries=0,

@@ -23,6 +23,15 @@ def mask_phone(value: str | None) -> str:
     return f"+{digits[:2]}{'*' * (len(digits) - 4)}{digits[-2:]}"
 
 
+#: The password part of a URL (redis://user:secret@host, rediss://:secret@host).
+_URL_PASSWORD = re.compile(r"(?<=://)([^:/@]*):([^@/]+)@")
+
+
+def mask_url(url: str) -> str:
+    """Return a URL with its password masked, for banners and logs."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:***@", url)
+
+
 def _mask_phones_in_event(_logger: object, _method: str, event: dict) -> dict:
     """Mask anything that looks like a phone number in string fields, as a safety net."""
     for key, value in event.items():

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-import uuid
-from xml.etree import ElementTree
+import urllib.error
 
 import redis
-from twilio.request_validator import RequestValidator
+import structlog
 
-from bot.config import E164, load_settings
+from bot.config import E164, Settings, load_settings, lookup
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
 from bot.memory.rules import FactRules
-from bot.observability.logs import configure_logging
+from bot.observability.logs import configure_logging, mask_phone, mask_url
+from bot.ops.chat import ChatClient, converse, read_lines
 from bot.services import Services, build_services
 from bot.users import memory as operations
 from bot.users.lifecycle import erase_user, reset_conversation
 from bot.users.memory import OperationError
-from bot.users.reports import list_users, user_report
+from bot.users.reports import export_user, list_users, user_report
+
+log = structlog.get_logger(__name__)
 
 
 def _e164(value: str) -> str:
@@ -66,51 +69,42 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_chat(services: Services, args: argparse.Namespace) -> int:
-    """Chat in the terminal through the signed webhook, as a WhatsApp user would."""
-    from bot import create_app
-
-    settings = services.settings
-    if not args.verbose:  # keep the terminal for the conversation
-        settings = settings.model_copy(update={"LOG_LEVEL": "WARNING"})
-    app = create_app(settings, services)
-    client = app.test_client()
-    validator = RequestValidator(settings.TWILIO_AUTH_TOKEN)
-    base = settings.PUBLIC_BASE_URL or "http://localhost"
-    url = f"{base}/whatsapp"
-    print(f"Chatting as whatsapp:{args.user}. Empty line or Ctrl-D to quit.", file=sys.stderr)
-    while True:
-        try:
-            text = input("you> ")
-        except EOFError:
-            break
-        if not text.strip():
-            break
-        form = {
-            "From": f"whatsapp:{args.user}",
-            "To": "whatsapp:+14155238886",
-            "Body": text,
-            "MessageSid": "SM" + uuid.uuid4().hex,
-            "NumMedia": "0",
-            "WaId": args.user.lstrip("+"),
-            "ProfileName": "Terminal",
-        }
-        signature = validator.compute_signature(url, form)
-        response = client.post(
-            "/whatsapp", data=form, headers={"X-Twilio-Signature": signature}, base_url=base
-        )
-        if response.status_code != 200:
-            print(f"[HTTP {response.status_code}] {response.get_data(as_text=True).strip()}")
-            continue
-        for message in ElementTree.fromstring(response.data).iter("Message"):
-            print(f"bot> {message.text or ''}")
-    return 0
+def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
+    """Chat with the running bot over HTTP, signed as Twilio signs (bot/ops/chat.py)."""
+    port = (lookup("PORT") or ("5000", "default"))[0]
+    url = args.url or f"http://127.0.0.1:{port}/whatsapp"
+    # The server checks the signature against PUBLIC_BASE_URL when it has one.
+    signed = f"{settings.PUBLIC_BASE_URL}/whatsapp" if settings.PUBLIC_BASE_URL and not args.url else url
+    client = ChatClient(url, settings.twilio_auth_token, args.user, signed_url=signed)
+    print(f"Chatting as whatsapp:{args.user} with {url}. /image [caption] and /voice send media; "
+          "an empty line or Ctrl-D quits.", file=sys.stderr)
+    try:
+        return converse(client, read_lines())
+    except urllib.error.URLError as err:
+        print(f"no bot answers at {url} ({err.reason}): start one with `make run`, or pass --url",
+              file=sys.stderr)
+        return 2
 
 
 def cmd_reset(services: Services, args: argparse.Namespace) -> int:
     """Clear one user's conversation (facts are kept)."""
     existed = reset_conversation(services.users, args.user, actor="cli", via="cli")
-    print(f"reset {args.user}: " + ("conversation cleared" if existed else "nothing was stored"))
+    print(f"reset {args.user}: " + ("conversation cleared" if existed else "nothing to clear"))
+    return 0
+
+
+def cmd_export(services: Services, args: argparse.Namespace) -> int:
+    """Write everything stored about one user as JSON (a data access request)."""
+    report = export_user(services.users, args.user)
+    log.info("audit.export", actor="cli", target=mask_phone(args.user), via="cli")
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # personal data
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    print(f"exported {args.user} to {args.out} ({len(report['keys'])} key(s))", file=sys.stderr)
     return 0
 
 
@@ -260,27 +254,43 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print JSON")
     evaluate.set_defaults(func=cmd_eval)
 
-    chat = sub.add_parser("chat", help="chat with the bot in the terminal")
+    export = sub.add_parser("export", help="everything stored about one user, as JSON")
+    export.add_argument("user", type=_e164, help="the user's number, +E164")
+    export.add_argument("--out", help="write to this file (mode 600) instead of stdout")
+    export.set_defaults(func=cmd_export)
+
+    chat = sub.add_parser("chat", help="chat with the running bot (`make run`) over its webhook")
     chat.add_argument("--user", type=_e164, default="+15005550006", help="your number, +E164")
-    chat.add_argument("--verbose", action="store_true", help="show the bot's logs")
+    chat.add_argument("--url", help="the webhook (default: http://127.0.0.1:$PORT/whatsapp)")
     chat.set_defaults(func=cmd_chat)
     return parser
+
+
+#: What each command needs beyond Redis (bot/config.py NEEDS); chat needs no Redis at all.
+COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
+    "extract": ("model",), "eval": ("model",), "erase": ("pseudonym",), "chat": ("twilio",),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; exit 2 on bad configuration, 3 when Redis is unreachable."""
     args = build_parser().parse_args(argv)
     try:
-        settings = load_settings()
+        settings = load_settings(need=COMMAND_NEEDS.get(args.command, ()))
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
     configure_logging("WARNING", settings.log_json)
+    if args.command == "chat":
+        return cmd_chat(settings, args)
+    source = lookup("REDIS_URL")
+    if source and args.command != "eval":  # eval runs on a private Redis of its own
+        print(f"redis: {mask_url(source[0])} (from {source[1]})", file=sys.stderr)
     services = build_services(settings)
     try:
         return int(args.func(services, args))
     except (StoreUnavailable, redis.RedisError) as err:
-        print(f"Redis is unreachable at the configured REDIS_URL: {err}", file=sys.stderr)
+        print(f"Redis is unreachable at REDIS_URL={mask_url(settings.REDIS_URL)}: {err}", file=sys.stderr)
         return 3
     except OperationError as err:
         print(err, file=sys.stderr)

@@ -6,6 +6,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from bot.memory.extraction import stored_pairs
 from bot.storage.triggers import SUMMARY
 from bot.storage.keys import user_keys
 from bot.storage.redelivery import seen_records
@@ -52,13 +53,18 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
 def export_user(data: UserData, user: str) -> dict[str, Any]:
     """Return everything stored about one user, for a data access request."""
     context = data.store.load(user)
+    recent = {p.n for p in context.recent}
     return {
         "user": user,
         "exported_at": time.time(),
         "conversation": {
             "summary": context.summary,
-            "recent_messages": [p.to_public() for p in context.recent],
-            "pending_pairs": [p.to_public() for p in data.store.pending_pairs(user)],
+            # every stored pair once, oldest first: whether the prompt still shows it verbatim
+            # (the recent window) and whether the summary already holds it
+            "pairs": [
+                {**p.to_public(), "in_recent_window": p.n in recent, "summarized": p.n <= context.summarized_seq}
+                for p in stored_pairs(data.store, user)
+            ],
             "message_count_since_summary": context.count_since_summary,
             "last_interaction_timestamp": context.last_interaction,
         },

@@ -6,8 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 
 import pytest
+from werkzeug.serving import make_server
 
 from bot.dev.standin import StandinModel
 from tests.conftest import AUTH_TOKEN, USER
@@ -16,13 +19,25 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def run(redis_url: str, standin_server: StandinModel, redis_client, model, tmp_path):  # type: ignore[no-untyped-def]
+def server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The app served over real HTTP on 127.0.0.1; yields its port."""
+    http = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    yield str(http.server_port)
+    http.shutdown()
+    thread.join(5)
+
+
+@pytest.fixture
+def run(redis_url: str, standin_server: StandinModel, redis_client, model, tmp_path, server):  # type: ignore[no-untyped-def]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_"))}
     env.update(
         TWILIO_AUTH_TOKEN=AUTH_TOKEN,
         OPENAI_API_KEY="test-key",
         OPENAI_BASE_URL=standin_server.url,
         REDIS_URL=redis_url,
+        PORT=server,  # where `chat` finds the bot, as `make run` records it
     )
 
     def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -70,16 +85,53 @@ def test_inspect_rejects_a_bad_number(run) -> None:  # type: ignore[no-untyped-d
     assert result.returncode == 2 and "E.164" in result.stderr
 
 
-def test_missing_setting_is_named(run, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "inspect", USER],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"]},
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert result.returncode == 2 and "TWILIO_AUTH_TOKEN" in result.stderr
+def test_each_command_needs_only_what_it_uses(redis_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    def bare(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True,
+                              env={"PATH": os.environ["PATH"], **env}, cwd=tmp_path, timeout=60)
+
+    for command in (["users"], ["inspect", USER], ["facts", USER], ["reset", USER], ["export", USER]):
+        result = bare(*command, REDIS_URL=redis_url)  # no Twilio token, no model key
+        assert result.returncode == 0, (command, result.stderr)
+        assert f"redis: {redis_url} (from environment)" in result.stderr
+    extract = bare("extract", USER, REDIS_URL=redis_url)
+    assert extract.returncode == 2 and "OPENAI_API_KEY: required unless OPENAI_BASE_URL" in extract.stderr
+    chat = bare("chat")
+    assert chat.returncode == 2 and "TWILIO_AUTH_TOKEN: required" in chat.stderr
+    assert "Traceback" not in extract.stderr + chat.stderr
+
+
+def test_settings_come_from_env_then_dotenv_then_make_run(redis_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / ".run").mkdir()
+    (tmp_path / ".run" / "dev.env").write_text("REDIS_URL=redis://127.0.0.1:1/0\nPORT=5999\n")
+    (tmp_path / ".env").write_text(f"REDIS_URL={redis_url}\n")
+    result = subprocess.run([sys.executable, "-m", "bot", "users"], capture_output=True, text=True,
+                            env={"PATH": os.environ["PATH"]}, cwd=tmp_path, timeout=60)
+    assert result.returncode == 0 and f"redis: {redis_url} (from .env)" in result.stderr
+    (tmp_path / ".env").unlink()
+    result = subprocess.run([sys.executable, "-m", "bot", "users"], capture_output=True, text=True,
+                            env={"PATH": os.environ["PATH"]}, cwd=tmp_path, timeout=60)
+    assert result.returncode == 3 and "(from .run/dev.env)" in result.stderr
+    assert "REDIS_URL=redis://127.0.0.1:1/0" in result.stderr
+
+
+def test_export_lists_each_pair_once_and_writes_a_private_file(run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    run("chat", "--user", USER, stdin="Where should I stay in Lisbon for a week?\nAnd what about Porto then?\n")
+    out = tmp_path / "export.json"
+    result = run("export", USER, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.stat().st_mode & 0o777 == 0o600
+    exported = json.loads(out.read_text())
+    assert [p["n"] for p in exported["conversation"]["pairs"]] == [1, 2]
+    assert json.loads(run("export", USER).stdout)["user"] == USER
+
+
+def test_chat_sends_media_and_says_when_no_bot_answers(run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    media = run("chat", "--user", USER, stdin="/image\n/voice\n")
+    assert media.returncode == 0, media.stderr
+    assert media.stdout.count("bot> ") == 2 and "text" in media.stdout.lower()
+    down = run("chat", "--url", "http://127.0.0.1:1/whatsapp", stdin="hi\n")
+    assert down.returncode == 2 and "start one with `make run`" in down.stderr
 
 
 def test_reset_users_and_job_status(run, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
@@ -95,6 +147,7 @@ def test_reset_users_and_job_status(run, model: StandinModel, services) -> None:
 
     result = run("reset", USER)
     assert result.returncode == 0 and "conversation cleared" in result.stdout
+    assert "nothing to clear" in run("reset", USER).stdout
     after = services.store.load(USER)
     assert after.recent == [] and after.count_since_summary == 0
     assert len(services.store.load("+447700900123").recent) == 1  # only the target

@@ -304,6 +304,14 @@ def test_reset_clears_conversation_but_not_dedup(store: ContextStore, client: re
     assert add(store, 100) == 1  # counting starts again
 
 
+def test_reset_says_whether_there_was_anything_to_clear(store: ContextStore) -> None:
+    commit(store, "SM1", None)  # a message, but no pair stored (small talk)
+    assert store.reset(USER) is False
+    add(store, 2)
+    assert store.reset(USER) is True
+    assert store.reset(USER) is False  # already cleared
+
+
 def test_recent_window_is_bounded_by_bytes(client: redis.Redis) -> None:
     store = ContextStore(client, recent_pairs=5, recent_bytes=700, policy=POLICY)
     long = lambda i: Pair(user=f"question {i}", assistant=f"answer {i} " + "x" * 280, ts=float(i))  # noqa: E731

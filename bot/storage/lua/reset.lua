@@ -3,8 +3,10 @@
 -- nothing for an unknown user.
 -- KEYS: context pending session
 -- A: ttl (seconds, for the context hash).
--- Returns 1 if there was a conversation, else 0.
-local existed = redis.call('EXISTS', K.context, K.pending)
+-- Returns 1 if there was a conversation to clear (a summary, a pair or a session fact), else 0.
+local existed = redis.call('EXISTS', K.pending, K.session) > 0
+  or (redis.call('HGET', K.context, 'summary') or '') ~= '' or #recent_of(K.context) > 0
+existed = existed and 1 or 0
 redis.call('DEL', K.pending, K.session)
 if redis.call('EXISTS', K.context) == 0 then return existed end
 local seq = redis.call('HGET', K.context, 'seq') or '0'
