@@ -68,6 +68,7 @@ def _spawn(args: Sequence[str]) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=tagged_env(),
+        start_new_session=True,  # a Ctrl-C meant for its owner must not stop it before the rest
         preexec_fn=die_with_parent,  # noqa: PLW1509 - only a prctl call, nothing that locks
     )
 

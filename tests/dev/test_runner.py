@@ -1,0 +1,139 @@
+"""`make run` as a newcomer meets it: the runner (bot/dev/runner.py) in a subprocess, with
+nothing configured, driven by the `chat` client over HTTP, then stopped by a signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from dotenv import dotenv_values
+
+from bot.dev.embedded import free_port
+from bot.dev.processes import TAG_VAR, tagged_processes
+from bot.memory.fence import MEMORY_HEADER
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = "+351912345678"
+#: Settings a developer may have exported; a newcomer has none of them.
+UNSET = ("REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "TWILIO_AUTH_TOKEN", "PORT", "LOG_LEVEL",
+         "PROMETHEUS_MULTIPROC_DIR", "EXTRACTION_INTERVAL")
+
+
+def newcomer_env(tag: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update({TAG_VAR: tag, "PORT": str(free_port()), **extra})
+    return env
+
+
+def start_runner(cwd: Path, env: dict[str, str], **popen: object) -> subprocess.Popen[str]:
+    shutil.copy(ROOT / "Procfile", cwd / "Procfile")
+    return subprocess.Popen([sys.executable, "-m", "bot.dev.runner"], cwd=cwd, env=env, text=True,
+                            stderr=subprocess.PIPE, **popen)  # type: ignore[call-overload]
+
+
+def wait_until_up(cwd: Path, runner: subprocess.Popen[str], timeout_s: float = 60) -> dict[str, str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert runner.poll() is None, runner.stderr.read() if runner.stderr else ""
+        dev_env = cwd / ".run" / "dev.env"
+        if dev_env.exists():
+            shared = {k: v for k, v in dotenv_values(dev_env).items() if v is not None}
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{shared['PORT']}/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        return shared
+            except OSError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("make run did not come up")
+
+
+def cli(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+def stop(runner: subprocess.Popen[str], sig: int) -> str:
+    runner.send_signal(sig)
+    _, err = runner.communicate(timeout=60)
+    return err
+
+
+def test_make_run_remembers_with_the_stand_in_alone_and_stops_clean(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    env = newcomer_env(tag)
+    runner = start_runner(tmp_path, env)
+    try:
+        shared = wait_until_up(tmp_path, runner)
+        first = cli(tmp_path, "chat", "--user", USER, stdin="Hi! My name is Ana and I live in Porto.\n")
+        assert first.returncode == 0 and "bot> " in first.stdout, first.stderr
+        deadline = time.monotonic() + 20  # the worker extracts in the background
+        facts: dict[str, str] = {}
+        while time.monotonic() < deadline and not {"name", "city"} <= set(facts):
+            listed = cli(tmp_path, "facts", USER, "--json")
+            facts = {f["key"]: f["value"] for f in json.loads(listed.stdout or "{}").get("user", [])}
+            time.sleep(0.3)
+        assert facts.get("name") == "Ana" and facts.get("city") == "Porto", facts
+        more = ["What should I eat for dinner tonight?", "Any idea for a walk this afternoon?",
+                "Which museum would you pick for a rainy day?", "And a good book for the weekend?",
+                "Plan my Saturday, please."]
+        rest = cli(tmp_path, "chat", "--user", USER, stdin="\n".join(more) + "\n")
+        assert rest.stdout.count("bot> ") >= 5, rest.stderr
+        base = shared["OPENAI_BASE_URL"].removesuffix("/v1")
+        with urllib.request.urlopen(f"{base}/_standin/requests", timeout=5) as r:
+            requests = json.loads(r.read())["requests"]
+        replies = [q for q in requests if "response_format" not in q and q["messages"][-1]["content"] in more]
+        sixth = replies[-1]["messages"]
+        assert sixth[-1]["content"] == more[-1]
+        [block] = [m["content"] for m in sixth if m["role"] == "system" and MEMORY_HEADER in m["content"]]
+        assert "Ana" in block and "Porto" in block
+    finally:
+        err = stop(runner, signal.SIGINT)
+    assert runner.returncode == 0, err
+    assert err.rstrip().splitlines()[-1].startswith("make run: stopped web, worker, stand-in and Redis")
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert tagged_processes(tag) == []
+    assert not (tmp_path / ".run" / "dev.env").exists()
+
+    # Right after, on the same port, under a pipe whose reader has gone: up, then SIGTERM.
+    again = start_runner(tmp_path, env, stdout=subprocess.PIPE)
+    try:
+        wait_until_up(tmp_path, again)
+        assert again.stdout is not None
+        again.stdout.close()  # `| tee log` whose tee died
+    finally:
+        again.send_signal(signal.SIGTERM)
+        again.wait(60)
+    assert again.returncode == 0
+    assert tagged_processes(tag) == []
+
+
+def test_a_bad_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    runner = start_runner(tmp_path, newcomer_env(tag, RECENT_PAIRS="abc"))
+    err = runner.communicate(timeout=60)[1]
+    assert runner.returncode == 2
+    assert err.strip().count("\n") == 0 and "RECENT_PAIRS" in err and "Traceback" not in err
+    assert tagged_processes(tag) == []
+
+
+def test_a_redis_that_does_not_answer_is_named(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    runner = start_runner(tmp_path, newcomer_env(tag, REDIS_URL=f"redis://:secret@127.0.0.1:{free_port()}/0"))
+    err = runner.communicate(timeout=60)[1]
+    assert runner.returncode == 2
+    assert err.strip().count("\n") == 0 and "REDIS_URL=redis://:***@127.0.0.1" in err
+    assert "secret" not in err and "Traceback" not in err
+    assert tagged_processes(tag) == []
