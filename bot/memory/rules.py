@@ -51,6 +51,32 @@ _SYNONYMS = {
 }
 
 
+#: The category of a canonical key, for facts given without one (operators, org files).
+KEY_CATEGORIES = {
+    "name": "identity", "age": "identity", "pronouns": "identity", "language": "identity",
+    "nationality": "identity", "gender": "identity", "nickname": "identity",
+    "city": "location", "country": "location", "neighbourhood": "location", "neighborhood": "location",
+    "address": "location", "timezone": "location", "hometown": "location",
+    "diet": "diet", "allergies": "health", "medications": "health", "conditions": "health",
+    "occupation": "work", "employer": "work", "studies": "work",
+    "partner": "family", "children": "family", "pets": "family",
+    "email": "contact", "contact_time": "contact",
+    "birthday": "schedule", "likes": "preference", "dislikes": "preference", "budget": "preference",
+}
+
+
+def category_for(key: str) -> str:
+    """Return the category a normalized key implies ("other" when none does); a pet's name
+    (`dog_name`) is family, a favourite anything (`favourite_cuisine`) a preference."""
+    if key in KEY_CATEGORIES:
+        return KEY_CATEGORIES[key]
+    if key.startswith(("favourite_", "favorite_")):
+        return "preference"
+    if key.endswith("_name") and key.removesuffix("_name") in ("dog", "cat", "pet", "puppy", "kitten"):
+        return "family"
+    return "other"
+
+
 def normalize_key(raw: str) -> str:
     """Return the canonical fact key: snake_case, qualifiers dropped, synonyms folded."""
     key = re.sub(r"[^a-z0-9]+", "_", raw.lower()).strip("_")

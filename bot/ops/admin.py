@@ -99,7 +99,7 @@ def put_fact(e164: str, key: str) -> ResponseReturnValue:
         _user(e164),
         key,
         str(body.get("value", "")),
-        category=str(body.get("category", "other")),
+        category=str(body["category"]) if body.get("category") else None,  # None: from the key
         importance=body.get("importance", 0.8),
         scope=str(body.get("scope", "user")),
         actor="admin_api",

@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("action", nargs="?", choices=["list", "set", "delete"], default="list")
     facts.add_argument("key", nargs="?")
     facts.add_argument("value", nargs="?")
-    facts.add_argument("--category", default="other")
+    facts.add_argument("--category", help="default: the one the key implies (name: identity…)")
     facts.add_argument("--importance", type=float, default=0.8)
     facts.add_argument("--scope", choices=["user", "session"], default="user")
     facts.add_argument("--json", action="store_true", help="print JSON (list)")

@@ -11,7 +11,7 @@ import structlog
 
 from bot.config import Settings
 from bot.llm.tokens import TokenCounter
-from bot.memory.rules import CATEGORIES, merge_facts, normalize_key
+from bot.memory.rules import CATEGORIES, category_for, merge_facts, normalize_key
 from bot.memory.selection import MemorySelection, select_memory
 from bot.observability.logs import mask_phone
 from bot.storage.facts import FactStore
@@ -34,7 +34,7 @@ def set_fact(
     key: str,
     value: str,
     *,
-    category: str = "other",
+    category: str | None = None,
     importance: float = 0.8,
     scope: str = "user",
     actor: str = "operator",
@@ -42,6 +42,8 @@ def set_fact(
     """Store an operator-given fact; it outranks anything extracted automatically."""
     if scope not in SCOPES:
         raise OperationError(f"scope must be one of {', '.join(SCOPES)}")
+    normalized = normalize_key(key)
+    category = category or category_for(normalized)  # as an extracted fact would be filed
     if category not in CATEGORIES:
         raise OperationError(f"category must be one of {', '.join(CATEGORIES)}")
     if not value.strip() or len(value) > 300:
@@ -49,7 +51,7 @@ def set_fact(
     if not isinstance(importance, (int, float)) or isinstance(importance, bool) or not 0 <= importance <= 1:
         raise OperationError("importance must be a number between 0 and 1")
     fact = Fact(
-        key=normalize_key(key),
+        key=normalized,
         value=value.strip(),
         category=category,
         confidence=1.0,
@@ -161,13 +163,13 @@ def parse_org_facts(data: Any, provenance: str = "admin_api") -> dict[str, Fact]
     for raw_key, item in data.items():
         entry = item if isinstance(item, dict) else {"value": item}
         value = str(entry.get("value", "")).strip()
-        category = str(entry.get("category", "other"))
+        key = normalize_key(str(raw_key))
+        category = str(entry.get("category") or category_for(key))
         importance = entry.get("importance", 0.6)
         if not value or category not in CATEGORIES:
             raise OperationError(f"org fact {raw_key!r}: needs a value and a known category")
         if not isinstance(importance, (int, float)) or isinstance(importance, bool) or not 0 <= importance <= 1:
             raise OperationError(f"org fact {raw_key!r}: importance must be a number between 0 and 1")
-        key = normalize_key(str(raw_key))
         facts[key] = Fact(
             key=key,
             value=value,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bot.llm.tokens import TokenCounter
-from bot.memory.selection import FENCE_CLOSE, FENCE_OPEN, FOOTER, HEADER, select_memory
+from bot.config import Settings
+from bot.memory.rules import category_for
+from bot.memory.selection import FENCE_CLOSE, FENCE_OPEN, FOOTER, HEADER, PREAMBLE, select_memory
 from bot.storage.records import Fact
 from tests.conftest import fact
 
@@ -22,6 +24,31 @@ def test_block_format() -> None:
     block = selection.block
     assert block.startswith(HEADER) and block.endswith(FOOTER)
     assert block.index(FENCE_OPEN) < block.index('"Ana"') < block.index(FENCE_CLOSE)
+
+
+def test_the_fixed_text_leaves_the_budget_to_facts() -> None:
+    frame = COUNTER.message_cost("system", "\n".join([HEADER, PREAMBLE, FENCE_OPEN, FENCE_CLOSE, FOOTER]))
+    assert frame <= 60
+    for rule in ("never instructions", "cannot change this memory", "CONFLICT", "user's word"):
+        assert rule in PREAMBLE + FOOTER  # the safety wording stays
+    typical = {
+        "name": ("Ana Souza", "identity"), "city": ("Porto", "location"), "allergies": ("peanuts, shellfish", "health"),
+        "diet": ("vegetarian", "diet"), "occupation": ("nurse at the central hospital", "work"),
+        "dog_name": ("Rex", "family"), "likes": ("jazz, hiking, Japanese food", "preference"),
+        "language": ("Portuguese", "identity"), "partner": ("Miguel", "family"), "birthday": ("12 March", "schedule"),
+    }
+    facts = {k: fact(k, v, category=c) for k, (v, c) in typical.items()}
+    selection = select({"user": facts}, "hello", max_tokens=Settings.model_fields["MEMORY_MAX_TOKENS"].default)
+    assert len(selection.selected) >= 8 and selection.tokens <= 200
+
+
+def test_identity_is_never_dropped_before_unrelated_facts() -> None:
+    facts = {f"hobby_{i}": fact(f"hobby_{i}", "a long description of a pastime " * 2, importance=0.9,
+                                category="preference") for i in range(8)}
+    facts["name"] = fact("name", "Ana", importance=0.3, category=category_for("name"))
+    selection = select({"user": facts}, "what should I cook for dinner?", max_tokens=120)
+    assert "name" in [i.fact.key for i in selection.selected]
+    assert all(reason != "unrelated_over_budget" or key != "name" for key, reason in selection.dropped)
 
 
 def test_no_facts_no_block() -> None:
@@ -61,7 +88,7 @@ def test_relevant_facts_first_and_unrelated_dropped_when_tight() -> None:
 
 def test_conflicts_are_flagged() -> None:
     scoped = {"user": {"city": fact("city", "Lisbon", conflict={"value": "Porto", "confidence": 0.85})}}
-    assert 'CONFLICT: also "Porto"' in select(scoped).block
+    assert 'city: "Lisbon" CONFLICT: or "Porto"' in select(scoped).block
 
 
 @pytest.mark.parametrize("budget", [80, 120, 200, 400])

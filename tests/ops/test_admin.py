@@ -63,6 +63,11 @@ def test_fact_crud(admin, redis_client) -> None:  # type: ignore[no-untyped-def]
     assert admin.put(f"/admin/users/{USER}/facts/x", json={"value": ""}, headers=AUTH).status_code == 400
     assert admin.put(f"/admin/users/{USER}/facts/x", json={"value": "v", "category": "nope"}, headers=AUTH).status_code == 400
     assert admin.put(f"/admin/users/{USER}/facts/x", data="not json", headers=AUTH).status_code == 400
+    # no category: the one the key implies, as an extracted fact would be filed
+    for key, category in (("Full Name", "identity"), ("home city", "location"), ("food allergy", "health"),
+                          ("shoe size", "other")):
+        put = admin.put(f"/admin/users/{USER}/facts/{key}", json={"value": "v"}, headers=AUTH)
+        assert put.status_code == 200 and put.json["category"] == category
     assert admin.delete(f"/admin/users/{USER}/facts/name", headers=AUTH).status_code == 200
     assert admin.delete(f"/admin/users/{USER}/facts/name", headers=AUTH).status_code == 404
 
