@@ -112,7 +112,8 @@ class Settings(BaseSettings):
     # `compact` is the product; `full_history` is the naive baseline the benchmark compares with.
     CONTEXT_STRATEGY: Literal["compact", "full_history"] = "compact"
 
-    # Every per-user key expires this many days after the user's last message.
+    # chat_context and chat_pending expire this many days after the user's last message
+    # (facts: FACTS_TTL_DAYS; redelivery records: DEDUP_WINDOW_S).
     CONTEXT_TTL_DAYS: int = Field(default=30, ge=1, le=3650)
 
     # --- summaries (RQ workers) ----------------------------------------------------------
