@@ -42,10 +42,12 @@ def start_runner(cwd: Path, env: dict[str, str], **popen: object) -> subprocess.
                             stderr=subprocess.PIPE, **popen)  # type: ignore[call-overload]
 
 
-def wait_until_up(cwd: Path, runner: subprocess.Popen[str], timeout_s: float = 60) -> dict[str, str]:
+def wait_until_up(cwd: Path, runner: subprocess.Popen[str] | None, timeout_s: float = 60) -> dict[str, str]:
+    """Wait until the bot started in `cwd` answers /readyz; return its .run/dev.env."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert runner.poll() is None, runner.stderr.read() if runner.stderr else ""
+        if runner is not None:
+            assert runner.poll() is None, runner.stderr.read() if runner.stderr else ""
         dev_env = cwd / ".run" / "dev.env"
         if dev_env.exists():
             shared = {k: v for k, v in dotenv_values(dev_env).items() if v is not None}
@@ -136,4 +138,42 @@ def test_a_redis_that_does_not_answer_is_named(tmp_path: Path) -> None:
     assert runner.returncode == 2
     assert err.strip().count("\n") == 0 and "REDIS_URL=redis://:***@127.0.0.1" in err
     assert "secret" not in err and "Traceback" not in err
+    assert tagged_processes(tag) == []
+
+
+def test_ctrl_c_in_a_terminal_ends_make_with_exit_0(tmp_path: Path) -> None:
+    """At a terminal, Ctrl-C goes to the foreground process group. The runner makes that its
+    own, so make is not interrupted ("make: *** Interrupt", exit 130) and exits 0 after it."""
+    import pty
+    import select
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    tag = uuid.uuid4().hex
+    shutil.copy(ROOT / "Procfile", tmp_path / "Procfile")
+    (tmp_path / "Makefile").write_text(f"run:\n\t{sys.executable} -m bot.dev.runner\n")
+    env = newcomer_env(tag)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a terminal session running make, as a developer would
+        os.chdir(tmp_path)
+        os.execvpe("make", ["make", "-s", "run"], env)
+    output = b""
+    try:
+        wait_until_up(tmp_path, None)
+        os.write(fd, b"\x03")  # Ctrl-C, typed
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    output += os.read(fd, 65536)
+                except OSError:
+                    pass
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+        assert status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, output[-2000:]
+    finally:
+        os.close(fd)
+    assert b"Interrupt" not in output and b"Bye." in output
     assert tagged_processes(tag) == []
