@@ -81,7 +81,13 @@ class Settings(BaseSettings):
     MODEL_STANDIN: bool = False
 
     # --- Redis ------------------------------------------------------------------
+    # User state (conversations, facts): one Redis, or any node of a Redis Cluster.
     REDIS_URL: str = "redis://127.0.0.1:6379/0"
+    # Cluster mode: unset = ask REDIS_URL at startup (INFO cluster); true/false skips asking.
+    REDIS_CLUSTER: bool | None = None
+    # RQ's queues and job records, on a standalone Redis (RQ does not support Cluster).
+    # Defaults to REDIS_URL; required when REDIS_URL is a cluster.
+    QUEUE_REDIS_URL: str | None = None
     # Connect and socket timeout of each Redis read; a command against a Redis that stalls
     # costs at most 4 x this + 0.3 s (the connection's and the command's retry, measured), and
     # the webhook's deadline counts on that. Commands take well under a millisecond.
@@ -236,7 +242,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "ORG_FACTS_FILE", "EXTRACTION_MODEL", "PSEUDONYM_SECRET", "TWILIO_AUTH_TOKEN", "OPENAI_API_KEY",
-        "OPENAI_BASE_URL", mode="before",
+        "OPENAI_BASE_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", mode="before",
     )
     @classmethod
     def _empty_none(cls, value: object) -> object:
@@ -257,6 +263,11 @@ class Settings(BaseSettings):
     def pseudonym_secret(self) -> str:
         """Return the key of users' pseudonyms in job ids (load_settings checks there is one)."""
         return self.PSEUDONYM_SECRET or self.TWILIO_AUTH_TOKEN or ""
+
+    @property
+    def queue_redis_url(self) -> str:
+        """Return the Redis of RQ's queues (REDIS_URL unless QUEUE_REDIS_URL is set)."""
+        return self.QUEUE_REDIS_URL or self.REDIS_URL
 
     @property
     def twilio_auth_token(self) -> str:

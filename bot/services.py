@@ -7,8 +7,10 @@ queue and the model client, and puts the message path's steps in order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import redis
+import structlog
 
 from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.conversation.pipeline import Pipeline, Step
@@ -27,7 +29,7 @@ from bot.jobs.queue import JobQueue
 from bot.llm.client import LLMClient, make_openai_client
 from bot.llm.prompts import Prompt, load_prompt
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
-from bot.storage.connection import make_redis
+from bot.storage.connection import is_cluster, make_redis
 from bot.storage.context import NO_BYTE_BOUND, ContextStore
 from bot.storage.facts import FactStore
 from bot.storage.keys import Ttls
@@ -35,6 +37,8 @@ from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.redelivery import RedeliveryPolicy
 from bot.storage.triggers import IDLE_SUMMARY, SummaryPolicy
 from bot.users.data import UserData
+
+log = structlog.get_logger(__name__)
 
 #: Kept from WEBHOOK_DEADLINE_S for parsing, rendering and the network on either side.
 HTTP_MARGIN_S = 0.5
@@ -115,9 +119,31 @@ def ttls_from(settings: Settings) -> Ttls:
     )
 
 
+def redis_clients(settings: Settings) -> tuple[Any, redis.Redis]:
+    """Return the user-state client (a RedisCluster when REDIS_URL is one) and the queue's
+    (standalone, raw bytes for RQ's pickles). Raise ConfigError when a cluster has no
+    QUEUE_REDIS_URL."""
+    cluster = settings.REDIS_CLUSTER
+    if cluster is None:
+        found = is_cluster(settings.REDIS_URL, timeout_s=settings.REDIS_TIMEOUT_S * 4)
+        if found is None:
+            log.warning("redis.cluster_unknown", detail="REDIS_URL did not answer; assuming a single "
+                        "Redis (set REDIS_CLUSTER to skip asking)")
+        cluster = bool(found)
+    if cluster and not settings.QUEUE_REDIS_URL:
+        raise ConfigError("QUEUE_REDIS_URL: required when REDIS_URL is a Redis Cluster "
+                          "(RQ keeps its queues on a standalone Redis)")
+    client = make_redis(settings.REDIS_URL, timeout_s=settings.REDIS_TIMEOUT_S, cluster=cluster)
+    queue = make_redis(settings.queue_redis_url, decode_responses=False, timeout_s=settings.REDIS_TIMEOUT_S)
+    return client, queue
+
+
 def build_services(settings: Settings, client: redis.Redis | None = None) -> Services:
     """Wire Redis, the stores, the queue, the model client and the message path together."""
-    client = client or make_redis(settings.REDIS_URL, timeout_s=settings.REDIS_TIMEOUT_S)
+    if client is None:
+        client, queue_client = redis_clients(settings)
+    else:
+        queue_client = make_redis(settings.queue_redis_url, decode_responses=False, timeout_s=settings.REDIS_TIMEOUT_S)
     full = settings.CONTEXT_STRATEGY == "full_history"
     ttls = ttls_from(settings)
     store = ContextStore(
@@ -143,7 +169,7 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
     meta = MemoryMetaStore(client, ttl_seconds=ttls.facts)
     # RQ stores pickled payloads, so its connection must not decode responses.
     jobs = JobQueue(
-        make_redis(settings.REDIS_URL, decode_responses=False, timeout_s=settings.REDIS_TIMEOUT_S),
+        queue_client,
         settings.retry_intervals,
         settings.pseudonym_secret,
         delays={IDLE_SUMMARY: settings.SUMMARY_IDLE_S},

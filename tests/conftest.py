@@ -15,10 +15,11 @@ from twilio.request_validator import RequestValidator
 
 from bot import create_app
 from bot.config import Settings, load_settings
-from bot.dev.embedded import start_embedded_redis
+from bot.dev.embedded import start_embedded_redis, start_redis_cluster
 from bot.dev.processes import TAG_VAR, ensure_tag, stop_tagged
 from bot.dev.standin import StandinModel
 from bot.services import build_services
+from bot.storage.connection import make_redis
 from bot.storage.records import Fact
 
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
@@ -51,9 +52,15 @@ def _isolated_environment() -> Iterator[None]:
     os.environ.update(saved)
 
 
+#: TEST_REDIS_TOPOLOGY=cluster runs the tests with user state on a 3-master Redis Cluster
+#: the fixtures start, and RQ on the standalone test Redis (what production does at scale).
+CLUSTER = os.environ.get("TEST_REDIS_TOPOLOGY", "single") == "cluster"
+
+
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """Return TEST_REDIS_URL, else the URL of a private redis-server started for this run."""
+def queue_redis_url() -> Iterator[str]:
+    """Return TEST_REDIS_URL, else the URL of a private redis-server started for this run.
+    It holds everything with a single Redis, and RQ's queues with a cluster."""
     url = os.environ.get("TEST_REDIS_URL")
     if url:
         yield url
@@ -66,14 +73,49 @@ def redis_url() -> Iterator[str]:
             embedded.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_url(queue_redis_url: str) -> Iterator[str]:
+    """Return the URL of user state: the test Redis, or a node of the test cluster."""
+    if not CLUSTER:
+        yield queue_redis_url
+        return
+    with tempfile.TemporaryDirectory(prefix="bot-test-cluster-") as tmp:
+        cluster = start_redis_cluster(Path(tmp))
+        try:
+            yield cluster.url
+        finally:
+            cluster.stop()
+
+
+def redis_env(redis_url: str, queue_redis_url: str) -> dict[str, str]:
+    """The Redis settings of a process the tests start (a CLI, a worker)."""
+    return {"REDIS_URL": redis_url, **({"QUEUE_REDIS_URL": queue_redis_url} if CLUSTER else {})}
+
+
+def user_state_client(url: str, decode_responses: bool = True):  # type: ignore[no-untyped-def]
+    """A client on user state, a cluster client when the tests run on one."""
+    return make_redis(url, decode_responses=decode_responses, cluster=CLUSTER)
+
+
 @pytest.fixture
-def redis_client(redis_url: str) -> Iterator[redis.Redis]:
-    """A client on the real test Redis, flushed before and after each test."""
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    client.flushdb()
+def redis_client(redis_url: str, queue_redis_url: str) -> Iterator[redis.Redis]:
+    """A client on the real test Redis (user state), every node and the queue Redis flushed
+    before and after each test."""
+    client = user_state_client(redis_url)
+    queue = redis.Redis.from_url(queue_redis_url)
+
+    def flush() -> None:
+        if CLUSTER:
+            client.flushdb(target_nodes=client.PRIMARIES)
+            queue.flushdb()
+        else:
+            client.flushdb()
+
+    flush()
     yield client
-    client.flushdb()
+    flush()
     client.close()
+    queue.close()
 
 
 @pytest.fixture
@@ -100,7 +142,7 @@ def model(standin_server: StandinModel) -> Iterator[StandinModel]:
 
 
 @pytest.fixture
-def make_settings(redis_url: str, standin_server: StandinModel) -> Callable[..., Settings]:
+def make_settings(redis_url: str, queue_redis_url: str, standin_server: StandinModel) -> Callable[..., Settings]:
     """Build settings for tests: real Redis, the stand-in model, overrides on top."""
 
     def make(**overrides: Any) -> Settings:
@@ -109,6 +151,7 @@ def make_settings(redis_url: str, standin_server: StandinModel) -> Callable[...,
             "OPENAI_API_KEY": "test-key",
             "OPENAI_BASE_URL": standin_server.url,
             "REDIS_URL": redis_url,
+            "QUEUE_REDIS_URL": queue_redis_url if CLUSTER else None,
             "LLM_TIMEOUT_S": 2.0,
             "LLM_MAX_RETRIES": 0,
             "DEDUP_WAIT_S": 3.0,
@@ -206,14 +249,13 @@ def worker_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 
 @pytest.fixture
-def run_worker(worker_env: Settings, redis_url: str):  # type: ignore[no-untyped-def]
+def run_worker(worker_env: Settings):  # type: ignore[no-untyped-def]
     """Run queued jobs to completion with RQ's SimpleWorker on the real Redis."""
     from rq import Queue, SimpleWorker
 
     from bot.jobs.queue import FACTS_QUEUE, SUMMARY_QUEUE
-    from bot.storage.connection import make_redis
 
-    connection = make_redis(redis_url, decode_responses=False)
+    connection = make_redis(worker_env.queue_redis_url, decode_responses=False)
 
     def work(*names: str) -> bool:
         queues = [Queue(name, connection=connection) for name in (names or (SUMMARY_QUEUE, FACTS_QUEUE))]

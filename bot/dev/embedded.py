@@ -117,3 +117,67 @@ def start_redis_server(
 def start_embedded_redis(db_file: Path, tcp: bool = False) -> EmbeddedRedis:
     """Start a private Redis next to db_file: over a unix socket, or TCP on 127.0.0.1."""
     return start_redis_server(db_file.parent, unix=not tcp)
+
+
+#: Hash slots of a Redis Cluster.
+CLUSTER_SLOTS = 16384
+
+
+@dataclass
+class EmbeddedCluster:
+    """A Redis Cluster of `len(nodes)` masters (no replicas) on 127.0.0.1, for tests and benches."""
+
+    nodes: list[EmbeddedRedis]
+
+    @property
+    def url(self) -> str:
+        """Return the URL of one node; a cluster client finds the others from it."""
+        return self.nodes[0].url
+
+    def stop(self) -> None:
+        """Stop every node."""
+        for node in self.nodes:
+            node.stop()
+
+
+def start_redis_cluster(directory: Path, masters: int = 3) -> EmbeddedCluster:
+    """Start `masters` redis-server nodes in cluster mode, give each a share of the 16,384
+    slots and introduce them (what `redis-cli --cluster create` does); wait until the
+    cluster is ok on every node."""
+    nodes: list[EmbeddedRedis] = []
+    try:
+        for i in range(masters):
+            node_dir = directory / f"node{i}"
+            nodes.append(start_redis_server(node_dir, extra=[
+                "--cluster-enabled", "yes", "--cluster-config-file", str(node_dir / "nodes.conf"),
+                "--cluster-node-timeout", "2000",
+            ]))
+        clients = [redis.Redis.from_url(node.url) for node in nodes]
+        share = CLUSTER_SLOTS // masters
+        for i, client in enumerate(clients):
+            end = CLUSTER_SLOTS if i == masters - 1 else (i + 1) * share
+            client.execute_command("CLUSTER ADDSLOTS", *range(i * share, end))
+        for node in nodes[1:]:
+            clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port)
+        deadline = time.monotonic() + START_TIMEOUT_S * 2
+        while time.monotonic() < deadline:
+            infos = [client.execute_command("CLUSTER INFO") for client in clients]
+            states = [info if isinstance(info, dict) else _parse_info(info) for info in infos]
+            if all(s.get("cluster_state") == "ok" and int(s.get("cluster_known_nodes", 0)) == masters
+                   for s in states):
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("the Redis Cluster did not reach state ok")
+        for client in clients:
+            client.close()
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return EmbeddedCluster(nodes)
+
+
+def _parse_info(raw: bytes | str) -> dict[str, str]:
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)

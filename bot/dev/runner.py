@@ -34,11 +34,12 @@ from bot.dev.processes import die_with_parent, ensure_tag, stop_tagged
 from bot.dev.terminal import Foreground
 from bot.exceptions import ConfigError
 from bot.observability.logs import mask_url
+from bot.storage.connection import is_cluster
 
 RUN_DIR = Path(".run")
 DEV_ENV = RUN_DIR / "dev.env"
 #: Written to .run/dev.env for the CLI: where this bot is; never the operator's secrets.
-SHARED = ("REDIS_URL", "OPENAI_BASE_URL", "OPENAI_MODEL", "EXTRACTION_MODEL", "MODEL_STANDIN",
+SHARED = ("REDIS_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", "OPENAI_BASE_URL", "OPENAI_MODEL", "EXTRACTION_MODEL", "MODEL_STANDIN",
           "PUBLIC_BASE_URL", "PORT")
 #: A placeholder while checking settings, for what this runner starts itself.
 PENDING = "http://127.0.0.1:1/pending"
@@ -181,6 +182,8 @@ def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) ->
     port = env.get("PORT", "5000")
     redis_url = env["REDIS_URL"]
     where = "embedded redis-server, data gone at exit" if "REDIS_URL" in chosen else "REDIS_URL"
+    if env.get("QUEUE_REDIS_URL"):
+        where += f"; queues on {mask_url(env['QUEUE_REDIS_URL'])}"
     if env.get("MODEL_STANDIN") == "true":
         model = f"{env['OPENAI_BASE_URL']} (the STAND-IN: canned replies, simple facts)"
     else:
@@ -219,12 +222,16 @@ def main() -> int:
     if not _port_free(port):
         say(f"make run: PORT {port} is in use (another `make run`?); stop it or set PORT")
         return 2
-    if env.get("REDIS_URL"):
-        problem = check_redis(env["REDIS_URL"])
+    for name in ("REDIS_URL", "QUEUE_REDIS_URL"):
+        problem = check_redis(env[name]) if env.get(name) else None
         if problem:
-            say(f"make run: REDIS_URL={mask_url(env['REDIS_URL'])} does not answer ({problem}); "
-                "start that Redis, or unset REDIS_URL for an embedded one")
+            say(f"make run: {name}={mask_url(env[name])} does not answer ({problem}); "
+                "start that Redis, or unset it" + (" for an embedded one" if name == "REDIS_URL" else ""))
             return 2
+    if env.get("REDIS_URL") and not env.get("QUEUE_REDIS_URL") and is_cluster(env["REDIS_URL"]):
+        say("make run: QUEUE_REDIS_URL: required when REDIS_URL is a Redis Cluster "
+            "(RQ keeps its queues on a standalone Redis)")
+        return 2
 
     RUN_DIR.mkdir(exist_ok=True)
     runner = Runner()

@@ -286,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     source = lookup("REDIS_URL")
     if source and args.command != "eval":  # eval runs on a private Redis of its own
         print(f"redis: {mask_url(source[0])} (from {source[1]})", file=sys.stderr)
-    services = build_services(settings)
+    try:
+        services = build_services(settings)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
     try:
         return int(args.func(services, args))
     except (StoreUnavailable, redis.RedisError) as err:

@@ -1,23 +1,54 @@
-"""Connections to Redis, built once per process and passed to whoever needs them."""
+"""Connections to Redis, built once per process and passed to whoever needs them.
+
+User state may live on a Redis Cluster (every user's keys share one slot, so each script
+and multi-key command runs on one node); RQ's queues always live on a standalone Redis,
+since RQ does not support Cluster.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
+import structlog
 from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
+
+log = structlog.get_logger(__name__)
 
 #: One quick retry covers a dropped connection; more would hold up the reply during an outage.
 REDIS_RETRY = Retry(ExponentialBackoff(cap=0.2, base=0.05), retries=1)
 
 
-def make_redis(url: str, decode_responses: bool = True, timeout_s: float = 2.0) -> redis.Redis:
+def _options(decode_responses: bool, timeout_s: float) -> dict[str, Any]:
+    return {
+        "decode_responses": decode_responses,
+        "socket_connect_timeout": timeout_s,
+        "socket_timeout": timeout_s,
+        "retry": REDIS_RETRY,
+        "health_check_interval": 30,
+    }
+
+
+def is_cluster(url: str, timeout_s: float = 2.0) -> bool | None:
+    """Return whether the Redis at `url` runs in cluster mode (INFO cluster), or None when it
+    does not answer."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        return bool(client.info("cluster").get("cluster_enabled"))
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+
+
+def make_redis(
+    url: str, decode_responses: bool = True, timeout_s: float = 2.0, cluster: bool = False
+) -> Any:
     """Connect lazily to Redis with short timeouts, so an outage degrades fast: a command
-    against a Redis that stalls costs at most 4 x timeout_s + 0.3 s (Settings.redis_worst_s)."""
-    return redis.Redis.from_url(
-        url,
-        decode_responses=decode_responses,
-        socket_connect_timeout=timeout_s,
-        socket_timeout=timeout_s,
-        retry=REDIS_RETRY,
-        health_check_interval=30,
-    )
+    against a Redis that stalls costs at most 4 x timeout_s + 0.3 s (Settings.redis_worst_s).
+    With cluster, `url` names any node and the client finds the others (redis.RedisCluster)."""
+    if cluster:
+        return RedisCluster.from_url(url, **_options(decode_responses, timeout_s))
+    return redis.Redis.from_url(url, **_options(decode_responses, timeout_s))

@@ -35,21 +35,21 @@ def summary_requests(model: StandinModel) -> list[dict]:
     return [r for r in model.requests() if SUMMARY_MARK in r["messages"][-1]["content"]]
 
 
-def services_token(redis_url: str) -> str:
-    return make_redis(redis_url).hget(f"chat_context:{{{USER}}}", "summary_job_token")
+def services_token(services) -> str:  # type: ignore[no-untyped-def]
+    return services.store.load(USER).summary_job_token
 
 
-def queue(redis_url: str) -> Queue:
-    return Queue(SUMMARY_QUEUE, connection=make_redis(redis_url, decode_responses=False))
+def queue(queue_redis_url: str) -> Queue:
+    return Queue(SUMMARY_QUEUE, connection=make_redis(queue_redis_url, decode_responses=False))
 
 
 def test_nth_pair_enqueues_one_job_that_summarizes_all_pending(  # type: ignore[no-untyped-def]
-    send, model: StandinModel, services, run_worker, redis_url
+    send, model: StandinModel, services, run_worker, queue_redis_url
 ) -> None:
     chat(send, model, 9)
-    assert queue(redis_url).count == 0
+    assert queue(queue_redis_url).count == 0
     chat(send, model, 1, start=9)
-    assert queue(redis_url).count == 1
+    assert queue(queue_redis_url).count == 1
     model.script({"content": SUMMARY, "match": SUMMARY_MARK})
     run_worker()
     [request] = summary_requests(model)
@@ -101,7 +101,7 @@ def test_pairs_arriving_during_the_job_are_kept_and_counted(  # type: ignore[no-
 
 
 def test_concurrent_messages_crossing_the_threshold_enqueue_one_job(  # type: ignore[no-untyped-def]
-    client, model: StandinModel, redis_url, services
+    client, model: StandinModel, queue_redis_url, services
 ) -> None:
     model.latency_s = 0.1
     forms = [inbound_form(f"Concurrent question {i} about Lisbon hotels") for i in range(25)]
@@ -111,24 +111,24 @@ def test_concurrent_messages_crossing_the_threshold_enqueue_one_job(  # type: ig
 
     with ThreadPoolExecutor(max_workers=12) as pool:
         assert set(pool.map(post, forms)) == {200}
-    q = queue(redis_url)
-    token = services_token(redis_url)
+    q = queue(queue_redis_url)
+    token = services_token(services)
     assert q.count == 1 and q.job_ids == [services.jobs.job_id(SUMMARY_JOB, USER, token)]
 
 
-def test_redelivery_does_not_enqueue_twice(send, model: StandinModel, services, redis_url) -> None:  # type: ignore[no-untyped-def]
+def test_redelivery_does_not_enqueue_twice(send, model: StandinModel, services, queue_redis_url) -> None:  # type: ignore[no-untyped-def]
     chat(send, model, 9)
     model.reset()
     form = inbound_form("Question #9 about my trip to Lisbon?")
     for _ in range(3):
         send(form["Body"], sid=form["MessageSid"])
-    assert queue(redis_url).count == 1
+    assert queue(queue_redis_url).count == 1
     assert len(model.requests()) == 1  # one model call, not three
     assert services.store.load(USER).count_since_summary == 10
 
 
 def test_model_failure_leaves_state_and_retries(  # type: ignore[no-untyped-def]
-    send, model: StandinModel, services, run_worker, redis_url
+    send, model: StandinModel, services, run_worker, queue_redis_url
 ) -> None:
     chat(send, model, 10)
     before = services.store.snapshot(USER)
@@ -139,14 +139,14 @@ def test_model_failure_leaves_state_and_retries(  # type: ignore[no-untyped-def]
     after = services.store.snapshot(USER)
     # nothing consumed, nothing lost
     assert (after.summary, after.pending, after.summarized_seq) == (before.summary, before.pending, before.summarized_seq)
-    failed = FailedJobRegistry(SUMMARY_QUEUE, connection=make_redis(redis_url, decode_responses=False))
+    failed = FailedJobRegistry(SUMMARY_QUEUE, connection=make_redis(queue_redis_url, decode_responses=False))
     assert job_id in failed.get_job_ids()
     assert "14155550100" not in job_id  # job ids (and so RQ's own logs) carry no numbers
     events = [e for e in logs if e["event"] == "summary.failed"]
     assert events and events[-1]["final"] is True
     # after the last retry the trigger is free: the next pair enqueues a fresh job
     chat(send, model, 1, start=10)
-    assert queue(redis_url).count == 1
+    assert queue(queue_redis_url).count == 1
     model.script({"content": SUMMARY, "match": SUMMARY_MARK})
     run_worker()
     assert services.store.load(USER).summary == SUMMARY
@@ -160,12 +160,12 @@ def test_transient_failure_is_retried_to_success(send, model: StandinModel, serv
     assert services.store.load(USER).summary == SUMMARY
 
 
-def test_lost_job_is_picked_up_at_the_next_trigger(send, model: StandinModel, services, run_worker, redis_url) -> None:  # type: ignore[no-untyped-def]
+def test_lost_job_is_picked_up_at_the_next_trigger(send, model: StandinModel, services, run_worker, queue_redis_url) -> None:  # type: ignore[no-untyped-def]
     """A job lost with its queue (Redis restarted without persistence, say) changed nothing;
     once its trigger lease lapses, the next pair queues a new one. (A killed worker process
     is in test_worker_kill.py.)"""
     chat(send, model, 10)
-    q = queue(redis_url)
+    q = queue(queue_redis_url)
     q.empty()  # the job vanished with its worker
     before = services.store.snapshot(USER)
     assert len(before.pending) == 10
@@ -208,10 +208,10 @@ def test_topic_shift_compresses_the_old_topic(send, model: StandinModel, service
     assert "pasta" not in summary_requests(model)[0]["messages"][1]["content"]
 
 
-def test_topic_shift_takes_over_a_queued_summary(send, model: StandinModel, services, run_worker, redis_url) -> None:  # type: ignore[no-untyped-def]
+def test_topic_shift_takes_over_a_queued_summary(send, model: StandinModel, services, run_worker, queue_redis_url) -> None:  # type: ignore[no-untyped-def]
     chat(send, model, 10)  # a regular summary job is queued now
     send("Change of subject: what is a good beginner houseplant?")
-    assert queue(redis_url).count == 2
+    assert queue(queue_redis_url).count == 2
     model.script({"content": "The user planned a Lisbon trip.", "match": SUMMARY_MARK},
                  {"content": "The user planned a Lisbon trip.", "match": SUMMARY_MARK})
     run_worker()
@@ -236,7 +236,7 @@ def test_topic_shift_right_after_a_summary_still_clears_the_window(  # type: ign
 
 
 def test_queue_failure_never_fails_the_reply_and_frees_the_trigger(  # type: ignore[no-untyped-def]
-    app, send, model: StandinModel, services, monkeypatch, redis_url
+    app, send, model: StandinModel, services, monkeypatch, queue_redis_url
 ) -> None:
     import redis as redis_lib
 
@@ -250,15 +250,15 @@ def test_queue_failure_never_fails_the_reply_and_frees_the_trigger(  # type: ign
     assert services.store.load(USER).summary_job_at is None  # ...and the trigger is free again
     monkeypatch.undo()
     chat(send, model, 1, start=10)
-    assert queue(redis_url).count == 1
+    assert queue(queue_redis_url).count == 1
 
 
 # -- the idle summary ------------------------------------------------------------------
-def run_due_scheduled_jobs(redis_url: str) -> None:
+def run_due_scheduled_jobs(queue_redis_url: str) -> None:
     """Move the delayed jobs that are due into their queue, as the worker's scheduler does."""
     from rq.scheduler import RQScheduler
 
-    scheduler = RQScheduler([SUMMARY_QUEUE], connection=make_redis(redis_url, decode_responses=False))
+    scheduler = RQScheduler([SUMMARY_QUEUE], connection=make_redis(queue_redis_url, decode_responses=False))
     scheduler.acquire_locks()
     try:
         scheduler.enqueue_scheduled_jobs()
@@ -287,7 +287,7 @@ def idle_send(make_settings, redis_client, model, monkeypatch):  # type: ignore[
 
 
 def test_a_quiet_user_keeps_only_the_summary_and_the_recent_window(  # type: ignore[no-untyped-def]
-    idle_send, model: StandinModel, services, run_worker, redis_url, redis_client
+    idle_send, model: StandinModel, services, run_worker, queue_redis_url, redis_client
 ) -> None:
     for i in range(7):  # 2 pairs leave the 5-pair window; no summary is due yet
         idle_send(f"Question {i}: what else should we see in Lisbon?")
@@ -297,11 +297,11 @@ def test_a_quiet_user_keeps_only_the_summary_and_the_recent_window(  # type: ign
     idle_send("One more: is the tram 28 worth it with kids?")  # not quiet yet when the job looks
     while time.monotonic() - started < 3.2:
         time.sleep(0.1)
-    run_due_scheduled_jobs(redis_url)
+    run_due_scheduled_jobs(queue_redis_url)
     run_worker(SUMMARY_QUEUE)
     assert not services.store.load(USER).summary  # it looked, found the user active, looks later
     time.sleep(1.8)
-    run_due_scheduled_jobs(redis_url)
+    run_due_scheduled_jobs(queue_redis_url)
     run_worker(SUMMARY_QUEUE)
     context = services.store.load(USER)
     assert context.summary and context.summarized_seq == 8 and context.count_since_summary == 0
@@ -310,13 +310,13 @@ def test_a_quiet_user_keeps_only_the_summary_and_the_recent_window(  # type: ign
 
 
 def test_an_idle_fold_that_fails_is_retried_and_frees_the_summary_trigger(  # type: ignore[no-untyped-def]
-    idle_send, model: StandinModel, services, run_worker, redis_url, redis_client
+    idle_send, model: StandinModel, services, run_worker, queue_redis_url, redis_client
 ) -> None:
     for i in range(7):
         idle_send(f"Question {i}: what else should we see in Lisbon?")
     model.script({"status": 500, "match": SUMMARY_MARK})  # the first fold fails; RQ retries it
     time.sleep(3.2)
-    run_due_scheduled_jobs(redis_url)
+    run_due_scheduled_jobs(queue_redis_url)
     run_worker(SUMMARY_QUEUE)
     context = services.store.load(USER)
     assert context.summary and context.summarized_seq == 7 and context.summary_job_token is None

@@ -15,14 +15,14 @@ USER = "+14155550100"
 
 
 @pytest.fixture
-def queue(redis_url: str, redis_client: redis.Redis) -> JobQueue:
-    return JobQueue(make_redis(redis_url, decode_responses=False), [0], "secret-one")
+def queue(queue_redis_url: str, redis_client: redis.Redis) -> JobQueue:
+    return JobQueue(make_redis(queue_redis_url, decode_responses=False), [0], "secret-one")
 
 
-def test_the_pseudonym_is_keyed(queue: JobQueue, redis_url: str) -> None:
+def test_the_pseudonym_is_keyed(queue: JobQueue, queue_redis_url: str) -> None:
     unsalted = hashlib.sha256(USER.encode()).hexdigest()
     assert not unsalted.startswith(queue.tag(USER)[:12])
-    other = JobQueue(make_redis(redis_url, decode_responses=False), [0], "secret-two")
+    other = JobQueue(make_redis(queue_redis_url, decode_responses=False), [0], "secret-two")
     assert other.tag(USER) != queue.tag(USER) and queue.tag(USER) == queue.tag(USER)
 
 

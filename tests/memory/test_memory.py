@@ -171,13 +171,13 @@ def test_the_model_never_writes_memory(say, redis_client, model: StandinModel, w
     assert len(extraction) == 1  # extraction did run; it just found nothing to store
 
 
-def test_opt_out_and_back_in(say, model: StandinModel, worker, redis_client, redis_url) -> None:  # type: ignore[no-untyped-def]
+def test_opt_out_and_back_in(say, model: StandinModel, worker, redis_client, queue_redis_url) -> None:  # type: ignore[no-untyped-def]
     from rq import Queue
 
     from bot.jobs.queue import FACTS_QUEUE
     from bot.storage.connection import make_redis
 
-    facts_queue = Queue(FACTS_QUEUE, connection=make_redis(redis_url, decode_responses=False))
+    facts_queue = Queue(FACTS_QUEUE, connection=make_redis(queue_redis_url, decode_responses=False))
     assert "learn new facts" in say("Stop remembering me!")
     say("I live in Madrid and work as a chef at a tapas bar.")
     assert facts_queue.count == 0

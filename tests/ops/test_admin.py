@@ -13,7 +13,7 @@ from bot import create_app
 from bot.storage.records import Fact
 from bot.dev.standin import StandinModel
 from bot.storage.keys import FACTS_PREFIX, user_key
-from tests.conftest import AUTH_TOKEN, USER, inbound_form, sign
+from tests.conftest import redis_env, AUTH_TOKEN, USER, inbound_form, sign
 
 pytestmark = pytest.mark.integration
 
@@ -117,9 +117,10 @@ def test_org_facts_and_opt_out_settings(admin, redis_client) -> None:  # type: i
 
 # -- CLI -----------------------------------------------------------------------------------
 @pytest.fixture
-def cli(redis_url: str, standin_server: StandinModel, redis_client, model, tmp_path):  # type: ignore[no-untyped-def]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_"))}
-    env.update(TWILIO_AUTH_TOKEN=AUTH_TOKEN, OPENAI_API_KEY="k", OPENAI_BASE_URL=standin_server.url, REDIS_URL=redis_url)
+def cli(redis_url: str, queue_redis_url: str, standin_server: StandinModel, redis_client, model, tmp_path):  # type: ignore[no-untyped-def]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_", "QUEUE_"))}
+    env.update(TWILIO_AUTH_TOKEN=AUTH_TOKEN, OPENAI_API_KEY="k", OPENAI_BASE_URL=standin_server.url,
+               **redis_env(redis_url, queue_redis_url))
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True,

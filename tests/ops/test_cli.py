@@ -13,7 +13,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from bot.dev.standin import StandinModel
-from tests.conftest import AUTH_TOKEN, USER
+from tests.conftest import AUTH_TOKEN, USER, redis_env
 
 pytestmark = pytest.mark.integration
 
@@ -30,13 +30,13 @@ def server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def run(redis_url: str, standin_server: StandinModel, redis_client, model, tmp_path, server):  # type: ignore[no-untyped-def]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_"))}
+def run(redis_url: str, queue_redis_url: str, standin_server: StandinModel, redis_client, model, tmp_path, server):  # type: ignore[no-untyped-def]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_", "QUEUE_"))}
     env.update(
         TWILIO_AUTH_TOKEN=AUTH_TOKEN,
         OPENAI_API_KEY="test-key",
         OPENAI_BASE_URL=standin_server.url,
-        REDIS_URL=redis_url,
+        **redis_env(redis_url, queue_redis_url),
         PORT=server,  # where `chat` finds the bot, as `make run` records it
     )
 
@@ -85,23 +85,24 @@ def test_inspect_rejects_a_bad_number(run) -> None:  # type: ignore[no-untyped-d
     assert result.returncode == 2 and "E.164" in result.stderr
 
 
-def test_each_command_needs_only_what_it_uses(redis_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_each_command_needs_only_what_it_uses(redis_url: str, queue_redis_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     def bare(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True,
                               env={"PATH": os.environ["PATH"], **env}, cwd=tmp_path, timeout=60)
 
     for command in (["users"], ["inspect", USER], ["facts", USER], ["reset", USER], ["export", USER]):
-        result = bare(*command, REDIS_URL=redis_url)  # no Twilio token, no model key
+        result = bare(*command, **redis_env(redis_url, queue_redis_url))  # no Twilio token, no model key
         assert result.returncode == 0, (command, result.stderr)
         assert f"redis: {redis_url} (from environment)" in result.stderr
-    extract = bare("extract", USER, REDIS_URL=redis_url)
+    extract = bare("extract", USER, **redis_env(redis_url, queue_redis_url))
     assert extract.returncode == 2 and "OPENAI_API_KEY: required unless OPENAI_BASE_URL" in extract.stderr
     chat = bare("chat")
     assert chat.returncode == 2 and "TWILIO_AUTH_TOKEN: required" in chat.stderr
     assert "Traceback" not in extract.stderr + chat.stderr
 
 
-def test_settings_come_from_env_then_dotenv_then_make_run(redis_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_settings_come_from_env_then_dotenv_then_make_run(queue_redis_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    redis_url = queue_redis_url  # a standalone Redis: the point is where the URL comes from
     (tmp_path / ".run").mkdir()
     (tmp_path / ".run" / "dev.env").write_text("REDIS_URL=redis://127.0.0.1:1/0\nPORT=5999\n")
     (tmp_path / ".env").write_text(f"REDIS_URL={redis_url}\n")

@@ -38,12 +38,12 @@ def worker_env(settings) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
 
 
-def test_the_supervisor_restarts_a_worker_that_keeps_exiting(tmp_path: Path, redis_url: str) -> None:
+def test_the_supervisor_restarts_a_worker_that_keeps_exiting(tmp_path: Path, queue_redis_url: str) -> None:
     runs = tmp_path / "runs"
     child = f"open({str(runs)!r}, 'a').write('x'); raise SystemExit(3)"
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "workers.supervise", sys.executable, "-c", child],
-        env={**os.environ, "REDIS_URL": redis_url}, stderr=subprocess.DEVNULL,
+        env={**os.environ, "QUEUE_REDIS_URL": queue_redis_url}, stderr=subprocess.DEVNULL,
     )
     try:
         time.sleep(3.5)  # runs at 0, ~1, ~3 s: restarted, with a growing pause
@@ -58,7 +58,7 @@ def test_work_resumes_within_seconds_of_redis_coming_back(
 ) -> None:
     server = start_redis_server(tmp_path / "redis")
     url = server.url
-    settings = make_settings(REDIS_URL=url, EXTRACTION_INTERVAL=1)
+    settings = make_settings(REDIS_URL=url, QUEUE_REDIS_URL=None, EXTRACTION_INTERVAL=1)
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "workers.supervise", RQ, "worker", "--worker-class", "workers.worker.BotWorker",
          "--url", url, "--logging_level", "WARNING", "summaries", "facts"],
@@ -88,13 +88,13 @@ def test_work_resumes_within_seconds_of_redis_coming_back(
 
 
 def test_a_job_whose_worker_was_killed_is_redone_within_a_minute(  # type: ignore[no-untyped-def]
-    send, model: StandinModel, services, settings, redis_url
+    send, model: StandinModel, services, settings, queue_redis_url
 ) -> None:
     chat(send, model, 10)
     model.script({"content": "never stored", "delay_s": 30, "match": SUMMARY_MARK},
                  {"content": SUMMARY, "match": SUMMARY_MARK})
     quick = ["--job-monitoring-interval", "1", "--maintenance-interval", "1"]
-    command = [RQ, "worker", "--worker-class", "workers.worker.BotWorker", "--url", redis_url, *quick,
+    command = [RQ, "worker", "--worker-class", "workers.worker.BotWorker", "--url", queue_redis_url, *quick,
                "--logging_level", "WARNING", "summaries"]
     first = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL, start_new_session=True)
     second = None

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_killed_work_horse_is_retried_and_nothing_is_lost(  # type: ignore[no-untyped-def]
-    send, model: StandinModel, services, settings, redis_url
+    send, model: StandinModel, services, settings, queue_redis_url
 ) -> None:
     chat(send, model, 10)
     before = services.store.snapshot(USER)
@@ -30,7 +30,7 @@ def test_killed_work_horse_is_retried_and_nothing_is_lost(  # type: ignore[no-un
     env = {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
     rq = Path(sys.executable).parent / "rq"
     worker = subprocess.Popen(
-        [str(rq), "worker", "--worker-class", "workers.worker.BotWorker", "--url", redis_url, "--burst",
+        [str(rq), "worker", "--worker-class", "workers.worker.BotWorker", "--url", queue_redis_url, "--burst",
          "--logging_level", "WARNING", "summaries"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
