@@ -1,4 +1,6 @@
-"""Keep the RQ worker running: `python -m workers.supervise rq worker …` (the Procfile's worker).
+"""Keep N RQ workers running: `python -m workers.supervise --processes N rq worker …` (the
+Procfile's worker; N is WORKER_PROCESSES there). Each worker runs one job at a time, and a
+job mostly waits on the model, so N is sized as jobs per second x model seconds (README).
 
 RQ's worker quits on a Redis error outside its dequeue loop ("found an unhandled exception,
 quitting"), and nothing brought it back: no summary or fact was made again. The supervisor
@@ -14,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import redis
@@ -44,54 +47,81 @@ def redis_answers(url: str) -> bool:
         return False
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command, restarting it whenever it exits until we are told to stop."""
-    command = list(sys.argv[1:] if argv is None else argv)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    if not command:
-        print("usage: python -m workers.supervise rq worker [options] QUEUE…", file=sys.stderr)
-        return 2
-    url = os.environ.get("QUEUE_REDIS_URL") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
-    stopping = False
-    child: subprocess.Popen[bytes] | None = None
+class Slot(threading.Thread):
+    """One worker process, started again whenever it exits, until the supervisor stops."""
 
-    def stop(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+    def __init__(self, command: list[str], url: str, stopping: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.command = command
+        self.url = url
+        self.stopping = stopping
+        self.child: subprocess.Popen[bytes] | None = None
+        self.code = 0
+
+    def signal(self, signum: int) -> None:
+        """Pass a stop signal on to the worker process."""
+        child = self.child
         if child is not None and child.poll() is None:
             child.send_signal(signum)
 
+    def run(self) -> None:
+        pause = 0.0
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            # A session of its own: a signal sent to our whole group (Ctrl-C, a platform
+            # stopping every process) reaches the worker once, through us; twice would make
+            # RQ kill the job.
+            self.child = subprocess.Popen(self.command, start_new_session=True)
+            if self.stopping.is_set():  # the signal came while we were starting it
+                self.child.send_signal(signal.SIGTERM)
+            self.code = self.child.wait()
+            if self.stopping.is_set():
+                break
+            ran = time.monotonic() - started
+            if redis_answers(self.url):
+                # Redis is fine: the worker crashed or quit on its own. Back off if it keeps doing so.
+                pause = 0.0 if ran >= HEALTHY_RUN_S else min(MAX_PAUSE_S, max(1.0, pause * 2))
+                say("worker.exited", code=self.code, ran_s=round(ran, 1), restart_in_s=pause)
+                self.stopping.wait(pause)
+            else:
+                say("worker.exited", code=self.code, ran_s=round(ran, 1), reason="redis_unreachable")
+                while not self.stopping.is_set() and not redis_answers(self.url):
+                    self.stopping.wait(POLL_S)
+                pause = 0.0
+                if not self.stopping.is_set():
+                    say("redis.back", restarting=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command in N processes (--processes N, default 1), each restarted whenever it
+    exits, until we are told to stop."""
+    command = list(sys.argv[1:] if argv is None else argv)
+    processes = 1
+    if command[:1] == ["--processes"] and len(command) > 1 and command[1].isdigit():
+        processes, command = max(1, int(command[1])), command[2:]
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        print("usage: python -m workers.supervise [--processes N] rq worker [options] QUEUE…", file=sys.stderr)
+        return 2
+    url = os.environ.get("QUEUE_REDIS_URL") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    stopping = threading.Event()
+    slots = [Slot(command, url, stopping) for _ in range(processes)]
+
+    def stop(signum: int, _frame: object) -> None:
+        stopping.set()
+        for slot in slots:
+            slot.signal(signum)
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    pause = 0.0
-    code = 0
-    while not stopping:
-        started = time.monotonic()
-        # A session of its own: a signal sent to our whole group (Ctrl-C, a platform stopping
-        # every process) reaches the worker once, through us; twice would make RQ kill the job.
-        child = subprocess.Popen(command, start_new_session=True)
-        if stopping:  # the signal came while we were starting it
-            child.send_signal(signal.SIGTERM)
-        code = child.wait()
-        if stopping:
-            break
-        ran = time.monotonic() - started
-        if redis_answers(url):
-            # Redis is fine: the worker crashed or quit on its own. Back off if it keeps doing so.
-            pause = 0.0 if ran >= HEALTHY_RUN_S else min(MAX_PAUSE_S, max(1.0, pause * 2))
-            say("worker.exited", code=code, ran_s=round(ran, 1), restart_in_s=pause)
-            deadline = time.monotonic() + pause
-            while not stopping and time.monotonic() < deadline:
-                time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
-        else:
-            say("worker.exited", code=code, ran_s=round(ran, 1), reason="redis_unreachable")
-            while not stopping and not redis_answers(url):
-                time.sleep(POLL_S)
-            pause = 0.0
-            if not stopping:
-                say("redis.back", restarting=True)
-    return code if code >= 0 else 0
+    for slot in slots:
+        slot.start()
+    while any(slot.is_alive() for slot in slots):
+        for slot in slots:
+            slot.join(0.5)
+    codes = [slot.code for slot in slots]
+    return max((c for c in codes if c >= 0), default=0)
 
 
 if __name__ == "__main__":

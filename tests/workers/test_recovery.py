@@ -53,6 +53,27 @@ def test_the_supervisor_restarts_a_worker_that_keeps_exiting(tmp_path: Path, que
     assert supervisor.returncode == 3
 
 
+def test_the_supervisor_runs_n_workers_and_stops_them_all(tmp_path: Path, queue_redis_url: str) -> None:
+    pids = tmp_path / "pids"
+    child = f"import os, time; open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(60)"
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "workers.supervise", "--processes", "3", sys.executable, "-c", child],
+        env={**os.environ, "QUEUE_REDIS_URL": queue_redis_url}, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(pids.read_text().split() if pids.exists() else []) < 3:
+            time.sleep(0.1)
+        running = [int(p) for p in pids.read_text().split()]
+        assert len(set(running)) == 3
+    finally:
+        stop(supervisor)
+    assert supervisor.returncode == 0
+    for pid in running:  # each worker got the stop signal and is gone
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_work_resumes_within_seconds_of_redis_coming_back(
     make_settings, model: StandinModel, tmp_path: Path
 ) -> None:
