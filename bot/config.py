@@ -144,6 +144,11 @@ class Settings(BaseSettings):
     # --- durable facts (design notes 2 and 5) ---------------------------------------------
     # Extract facts after every this many valid pairs (0 turns extraction off).
     EXTRACTION_INTERVAL: int = Field(default=1, ge=0, le=100)
+    # Coalesced: at most one extraction in flight per user, run once the user has paused this
+    # many seconds, or once EXTRACTION_MAX_PAIRS pairs wait, whichever comes first, over every
+    # pair not yet read (a burst of 8 messages is one call). 0: after each interaction.
+    EXTRACTION_IDLE_S: int = Field(default=20, ge=0, le=600)
+    EXTRACTION_MAX_PAIRS: int = Field(default=8, ge=1, le=20)
     # A cheaper model may do; defaults to OPENAI_MODEL.
     EXTRACTION_MODEL: str | None = None
     # Facts below this confidence are neither stored nor injected (design note 2: 0.7).

@@ -35,7 +35,7 @@ from bot.storage.facts import FactStore
 from bot.storage.keys import Ttls
 from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.redelivery import RedeliveryPolicy
-from bot.storage.triggers import IDLE_SUMMARY, SummaryPolicy
+from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SummaryPolicy
 from bot.users.data import UserData
 
 log = structlog.get_logger(__name__)
@@ -172,7 +172,7 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         queue_client,
         settings.retry_intervals,
         settings.pseudonym_secret,
-        delays={IDLE_SUMMARY: settings.SUMMARY_IDLE_S},
+        delays={IDLE_SUMMARY: settings.SUMMARY_IDLE_S, EXTRACTION: settings.EXTRACTION_IDLE_S},
     )
     llm = LLMClient(
         make_openai_client(settings),

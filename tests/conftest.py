@@ -159,6 +159,8 @@ def make_settings(redis_url: str, queue_redis_url: str, standin_server: StandinM
             "SUMMARY_RETRY_INTERVALS": "0,0,0",
             # Fact extraction has its own tests; elsewhere it would consume scripted answers.
             "EXTRACTION_INTERVAL": 0,
+            # ...and, where they turn it on, it runs at once, not after the user's pause.
+            "EXTRACTION_IDLE_S": 0,
             "LOG_LEVEL": "DEBUG",
         }
         values.update(overrides)

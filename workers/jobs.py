@@ -77,7 +77,17 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
         EXTRACTIONS.labels(result="skipped").inc()
         log.info("extraction.skipped", reason="opted_out")
         return {"status": "skipped_opted_out"}
-    pairs = unread_pairs(s.store, user, as_int(meta.get("extracted_seq"), "extracted_seq"))
+    settings = s.settings
+    pairs = unread_pairs(s.store, user, as_int(meta.get("extracted_seq"), "extracted_seq"),
+                         limit=settings.EXTRACTION_MAX_PAIRS)
+    wait_s = _until_quiet(s, user, settings.EXTRACTION_IDLE_S) if 0 < len(pairs) < settings.EXTRACTION_MAX_PAIRS else 0.0
+    if wait_s > 0:  # the user is still writing: one call later reads the whole burst
+        again = s.store.renew_trigger(user, EXTRACTION, token)
+        if again is None:  # erased or taken over meanwhile
+            log.info("extraction.superseded")
+            return {"status": "superseded"}
+        hand_off(s.jobs, s.store, EXTRACTION, user, again, delay_s=wait_s)
+        return {"status": "waiting", "wait_s": round(wait_s, 1)}
     result = extract_facts(
         user,
         pairs,
@@ -94,6 +104,15 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
     EXTRACTIONS.labels(result=result.status).inc()
     follow_up(s.jobs, s.store, EXTRACTION, user)
     return {"status": result.status, "pairs": result.pairs, **result.stats.as_dict()}
+
+
+def _until_quiet(s: Services, user: str, idle_s: float) -> float:
+    """Return how much longer until the user has been quiet idle_s seconds (0: quiet now)."""
+    if idle_s <= 0:
+        return 0.0
+    last = s.store.load(user).last_interaction
+    quiet = time.time() - last if last is not None else idle_s
+    return idle_s - quiet if quiet < idle_s - 1 else 0.0
 
 
 def _failed(kind: str, job: Any, exc_type: Any, exc: Any) -> tuple[str, str, bool]:

@@ -55,9 +55,9 @@ def stored_pairs(store: ContextStore, user: str) -> list[Pair]:
     return [by_n[n] for n in sorted(by_n)]
 
 
-def unread_pairs(store: ContextStore, user: str, after: int) -> list[Pair]:
-    """Return stored pairs numbered above `after`, oldest first, at most MAX_PAIRS_PER_RUN."""
-    return [p for p in stored_pairs(store, user) if p.n > after][-MAX_PAIRS_PER_RUN:]
+def unread_pairs(store: ContextStore, user: str, after: int, limit: int = MAX_PAIRS_PER_RUN) -> list[Pair]:
+    """Return stored pairs numbered above `after`, oldest first, the newest `limit` of them."""
+    return [p for p in stored_pairs(store, user) if p.n > after][-limit:]
 
 
 def extract_facts(

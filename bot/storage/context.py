@@ -321,6 +321,16 @@ class ContextStore:
         self.scripts.run("take_trigger", keys, {"job": job, "now": time.time() if now is None else now, "token": token})
         return token
 
+    def renew_trigger(self, user: str, name: str, token: str, now: float | None = None) -> str | None:
+        """Hand the trigger the job with `token` holds to a new token (its next look, queued
+        for later); None when that job no longer holds it (erased, or taken over)."""
+        fresh = new_token()
+        keys, job = self._trigger_key(user, name)
+        taken = self.scripts.run(
+            "take_trigger", keys, {"job": job, "now": time.time() if now is None else now, "token": fresh, "held": token}
+        )
+        return fresh if taken else None
+
     def release_trigger(self, user: str, name: str, token: str) -> bool:
         """Let the next pair trigger the job again, if the job with `token` still holds it."""
         keys, job = self._trigger_key(user, name)

@@ -1,0 +1,83 @@
+"""Coalesced fact extraction: one call per user once they pause (EXTRACTION_IDLE_S), or at
+the next look once EXTRACTION_MAX_PAIRS pairs wait, over every pair not yet read."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rq import Queue
+
+from bot import create_app
+from bot.dev.standin import StandinModel
+from bot.jobs.queue import FACTS_QUEUE
+from bot.storage.connection import make_redis
+from tests.conftest import USER, inbound_form, sign
+from tests.memory.test_memory import EXTRACT_MARK
+
+pytestmark = pytest.mark.integration
+
+IDLE_S = 2
+
+
+@pytest.fixture
+def chat(make_settings, redis_client, model, monkeypatch, run_worker, queue_redis_url):  # type: ignore[no-untyped-def]
+    """(send, look): send a message; look = run the due delayed jobs, then the facts worker."""
+    import workers.jobs
+    from rq.scheduler import RQScheduler
+
+    settings = make_settings(EXTRACTION_INTERVAL=1, EXTRACTION_IDLE_S=IDLE_S, EXTRACTION_MAX_PAIRS=8, SUMMARY_IDLE_S=0)
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            monkeypatch.setenv(name, str(value))
+    workers.jobs.services.cache_clear()
+    client = create_app(settings).test_client()
+    connection = make_redis(queue_redis_url, decode_responses=False)
+
+    def send(body: str) -> None:
+        form = inbound_form(body)
+        assert client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)}).status_code == 200
+
+    def look() -> None:
+        scheduler = RQScheduler([FACTS_QUEUE], connection=connection)
+        scheduler.acquire_locks()
+        try:
+            scheduler.enqueue_scheduled_jobs()
+        finally:
+            scheduler.release_locks()
+        run_worker(FACTS_QUEUE)
+
+    yield send, look, Queue(FACTS_QUEUE, connection=connection)
+    workers.jobs.services.cache_clear()
+
+
+def extraction_requests(model: StandinModel) -> list[str]:
+    return [r["messages"][-1]["content"] for r in model.requests() if EXTRACT_MARK in r["messages"][-1]["content"]]
+
+
+def test_a_burst_is_read_by_one_call_once_the_user_pauses(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+    send, look, queue = chat
+    first = time.monotonic()
+    for i in range(5):
+        send(f"Message {i}: my trip to Lisbon needs planning, with museums and trams.")
+    assert queue.count == 0  # one delayed job, waiting for the pause
+    time.sleep(max(0.0, first + IDLE_S + 0.2 - time.monotonic()))
+    send("Message 5: and a good place for dinner near Alfama, please.")
+    look()  # due now, but the user just wrote: it looks again later, without a model call
+    assert extraction_requests(model) == []
+    time.sleep(IDLE_S + 0.3)
+    look()
+    [request] = extraction_requests(model)
+    assert all(f"Message {i}:" in request for i in range(6))  # every unread pair, in one call
+
+
+def test_max_pairs_run_at_the_next_look_even_if_the_user_never_pauses(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+    send, look, _ = chat
+    first = time.monotonic()
+    for i in range(8):
+        send(f"Message {i}: what else should I see in Porto this weekend?")
+    time.sleep(max(0.0, first + IDLE_S + 0.2 - time.monotonic()))
+    send("Message 8: and how do I get there from Lisbon?")  # still writing
+    look()
+    [request] = extraction_requests(model)
+    assert "Message 8:" in request and "Message 1:" in request  # the newest 8 pairs
