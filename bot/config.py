@@ -177,6 +177,11 @@ class Settings(BaseSettings):
     # Defaults to TWILIO_AUTH_TOKEN; set it to keep job ids stable across a token rotation.
     PSEUDONYM_SECRET: str | None = None
 
+    # --- abuse and load -----------------------------------------------------------------
+    # Messages answered per user per minute; past it one polite notice, then silence until
+    # the minute passes (0: no limit).
+    RATE_LIMIT_PER_MINUTE: int = Field(default=20, ge=0, le=10000)
+
     # --- redelivery ------------------------------------------------------------------
     # A MessageSid is remembered this long: a redelivery inside it is never answered twice,
     # however many messages came in between. Twilio redelivers within minutes, not hours.

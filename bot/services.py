@@ -13,6 +13,7 @@ import redis
 import structlog
 
 from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
+from bot.conversation.limits import RateLimitStep
 from bot.conversation.pipeline import Pipeline, Step
 from bot.conversation.steps import (
     ClaimStep,
@@ -33,6 +34,7 @@ from bot.storage.connection import is_cluster, make_redis
 from bot.storage.context import NO_BYTE_BOUND, ContextStore
 from bot.storage.facts import FactStore
 from bot.storage.keys import Ttls
+from bot.storage.limits import RateCounter
 from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.redelivery import RedeliveryPolicy
 from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SummaryPolicy
@@ -89,6 +91,7 @@ def build_steps(
     jobs = users.jobs if with_memory else None
     return [
         ClaimStep(users.store, settings),
+        RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
         CommandStep(settings, users, memory_commands=with_memory),
         MemoryStep(settings, facts, counter),
         PromptStep(settings, counter, system_prompt),

@@ -161,6 +161,8 @@ def make_settings(redis_url: str, queue_redis_url: str, standin_server: StandinM
             "EXTRACTION_INTERVAL": 0,
             # ...and, where they turn it on, it runs at once, not after the user's pause.
             "EXTRACTION_IDLE_S": 0,
+            # Tests send bursts from one user; the rate limit has its own tests.
+            "RATE_LIMIT_PER_MINUTE": 0,
             "LOG_LEVEL": "DEBUG",
         }
         values.update(overrides)

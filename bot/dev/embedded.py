@@ -8,6 +8,7 @@ run or a `make run` that is killed outright leaves no redis-server behind.
 
 from __future__ import annotations
 
+import random
 import signal
 import socket
 import subprocess
@@ -60,6 +61,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_cluster_port() -> int:
+    """Return a free port whose cluster bus port (port + 10000) is free too: an ephemeral
+    port from free_port() may be above 55535, where the bus port cannot exist."""
+    for _ in range(200):
+        port = random.randint(20000, 30000)
+        if all(_free(p) for p in (port, port + 10000)):
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _spawn(args: Sequence[str]) -> subprocess.Popen[bytes]:
@@ -148,7 +168,7 @@ def start_redis_cluster(directory: Path, masters: int = 3) -> EmbeddedCluster:
     try:
         for i in range(masters):
             node_dir = directory / f"node{i}"
-            nodes.append(start_redis_server(node_dir, extra=[
+            nodes.append(start_redis_server(node_dir, port=free_cluster_port(), extra=[
                 "--cluster-enabled", "yes", "--cluster-config-file", str(node_dir / "nodes.conf"),
                 "--cluster-node-timeout", "2000",
             ]))

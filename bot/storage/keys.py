@@ -27,9 +27,10 @@ SEEN = KeySpec("chat_seen:", "hash", "MessageSid -> processing record, for redel
 FACTS = KeySpec("user_facts:", "hash", "durable facts: key -> fact JSON", "facts")
 SESSION_FACTS = KeySpec("session_facts:", "hash", "facts true only for now", "session")
 MEMORY = KeySpec("user_memory:", "hash", "opt-out, extraction progress and trigger, stats", "facts")
+RATE = KeySpec("chat_rate:", "string", "messages in the current rate-limit window", "rate")
 
 #: Every per-user key, for inspection, export and erasure.
-USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY)
+USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, RATE)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -38,6 +39,7 @@ TTL_RULES = {
     "redelivery": "DEDUP_WINDOW_S",
     "facts": "FACTS_TTL_DAYS",
     "session": "SESSION_FACTS_TTL_HOURS",
+    "rate": "RATE_LIMIT_PER_MINUTE",  # the window: one minute from the user's first message in it
 }
 
 #: Shared facts an operator maintains (business hours…); one hash for the whole bot, no TTL.
@@ -50,6 +52,7 @@ SEEN_PREFIX = SEEN.prefix
 FACTS_PREFIX = FACTS.prefix
 SESSION_FACTS_PREFIX = SESSION_FACTS.prefix
 MEMORY_PREFIX = MEMORY.prefix
+RATE_PREFIX = RATE.prefix
 USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
 
 

@@ -1,0 +1,47 @@
+"""The rate-limit step: past RATE_LIMIT_PER_MINUTE messages in a minute, a user gets one
+polite notice, then silence until the window passes. Nothing past the limit reaches the
+model or the conversation; it is logged and counted (bot_messages_total reason=rate_limited).
+
+It runs right after `claim`, so a redelivery (answered by the claim) is never counted, and
+before `command`, so no command or model call escapes it.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from bot.conversation.pipeline import Turn
+from bot.conversation.replies import RATE_LIMITED_REPLY
+from bot.exceptions import StoreUnavailable
+from bot.observability.metrics import MESSAGES
+from bot.storage.limits import RateCounter
+
+log = structlog.get_logger(__name__)
+
+REASON = "rate_limited"
+
+
+class RateLimitStep:
+    """Answer at most `per_minute` messages per user per minute (0: no limit)."""
+
+    name = "rate-limit"
+    records = False
+
+    def __init__(self, counter: RateCounter, per_minute: int) -> None:
+        self.counter = counter
+        self.per_minute = per_minute
+
+    def __call__(self, turn: Turn) -> None:
+        if self.per_minute <= 0 or turn.claim is None:  # no limit, or Redis down: answer (fail open)
+            return
+        try:
+            sent = self.counter.count(turn.msg.user)
+        except StoreUnavailable as err:
+            log.error("store.unavailable", stage="rate_limit", error=str(err))
+            return
+        if sent <= self.per_minute:
+            return
+        notice = sent == self.per_minute + 1  # the first one past the limit; then silence
+        log.info("message.rate_limited", sent=sent, limit=self.per_minute, notice=notice)
+        MESSAGES.labels(outcome="rejected", reason=REASON).inc()
+        turn.settle(RATE_LIMITED_REPLY if notice else "", reason=REASON, status=REASON)
