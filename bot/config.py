@@ -181,6 +181,9 @@ class Settings(BaseSettings):
     # Messages answered per user per minute; past it one polite notice, then silence until
     # the minute passes (0: no limit).
     RATE_LIMIT_PER_MINUTE: int = Field(default=20, ge=0, le=10000)
+    # Model calls in flight per web process; a message past it gets the busy reply at once.
+    # Keep it below WEB_THREADS (Procfile, 32), so threads are left to answer that at once.
+    MODEL_CONCURRENCY: int = Field(default=28, ge=1, le=1000)
 
     # --- redelivery ------------------------------------------------------------------
     # A MessageSid is remembered this long: a redelivery inside it is never answered twice,

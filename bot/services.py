@@ -13,7 +13,7 @@ import redis
 import structlog
 
 from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
-from bot.conversation.limits import RateLimitStep
+from bot.conversation.limits import LoadShedStep, RateLimitStep
 from bot.conversation.pipeline import Pipeline, Step
 from bot.conversation.steps import (
     ClaimStep,
@@ -95,6 +95,7 @@ def build_steps(
         CommandStep(settings, users, memory_commands=with_memory),
         MemoryStep(settings, facts, counter),
         PromptStep(settings, counter, system_prompt),
+        LoadShedStep(settings.MODEL_CONCURRENCY),
         ModelStep(settings, llm, system_prompt),
         JudgeStep(settings),
         CommitStep(users.store),

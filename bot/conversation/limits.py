@@ -1,17 +1,24 @@
-"""The rate-limit step: past RATE_LIMIT_PER_MINUTE messages in a minute, a user gets one
-polite notice, then silence until the window passes. Nothing past the limit reaches the
-model or the conversation; it is logged and counted (bot_messages_total reason=rate_limited).
+"""Limits on the message path.
 
-It runs right after `claim`, so a redelivery (answered by the claim) is never counted, and
-before `command`, so no command or model call escapes it.
+- Rate limit: past RATE_LIMIT_PER_MINUTE messages in a minute, a user gets one polite
+  notice, then silence until the window passes. Nothing past the limit reaches the model or
+  the conversation (bot_messages_total reason=rate_limited). It runs right after `claim`, so
+  a redelivery (answered by the claim) is never counted, and before `command`.
+- Load shedding: a process is saturated when MODEL_CONCURRENCY model calls are in flight in
+  it. A message that finds it so gets the polite busy reply at once (reason=busy), instead of
+  waiting behind the others. MODEL_CONCURRENCY stays below the web threads (WEB_THREADS), so
+  threads are always left to give that answer at once. It runs right before `model`: commands
+  and redeliveries are never shed.
 """
 
 from __future__ import annotations
 
+import threading
+
 import structlog
 
 from bot.conversation.pipeline import Turn
-from bot.conversation.replies import RATE_LIMITED_REPLY
+from bot.conversation.replies import BUSY_REPLY, RATE_LIMITED_REPLY
 from bot.exceptions import StoreUnavailable
 from bot.observability.metrics import MESSAGES
 from bot.storage.limits import RateCounter
@@ -45,3 +52,21 @@ class RateLimitStep:
         log.info("message.rate_limited", sent=sent, limit=self.per_minute, notice=notice)
         MESSAGES.labels(outcome="rejected", reason=REASON).inc()
         turn.settle(RATE_LIMITED_REPLY if notice else "", reason=REASON, status=REASON)
+
+
+class LoadShedStep:
+    """Hold one of `slots` model-call slots for the rest of the turn, or answer busy at once."""
+
+    name = "load-shed"
+    records = False
+
+    def __init__(self, slots: int) -> None:
+        self.slots = threading.BoundedSemaphore(slots)
+
+    def __call__(self, turn: Turn) -> None:
+        if not self.slots.acquire(blocking=False):
+            log.warning("message.shed", reason="busy")
+            MESSAGES.labels(outcome="rejected", reason="busy").inc()
+            turn.settle(BUSY_REPLY, reason="busy", status="busy")
+            return
+        turn.finally_.append(self.slots.release)

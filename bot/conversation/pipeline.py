@@ -1,6 +1,6 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> rate-limit -> command -> memory -> prompt -> model -> judge -> commit -> hand-off
+    claim -> rate-limit -> command -> memory -> prompt -> load-shed -> model -> judge -> commit -> hand-off
 
 Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
 reply (a command, a message with no text, the judge) makes the answering steps after it
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from bot.conversation import filtering
 from bot.conversation.messages import InboundMessage, Outcome
@@ -46,6 +46,7 @@ class Turn:
     touch_context: bool = True  # False right after an erase: store nothing
     commit: CommitResult | None = None
     stopped: bool = False  # nothing more to do, not even recording (a duplicate, one in flight)
+    finally_: list[Callable[[], None]] = field(default_factory=list)  # run when the turn ends, always
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline."""
@@ -121,4 +122,7 @@ class Pipeline:
                 except StoreUnavailable:
                     pass
             raise
+        finally:
+            for release in turn.finally_:
+                release()
         return turn.outcome()

@@ -21,6 +21,7 @@ ERASED_REPLY = "Done: everything I had stored about you has been erased."
 RATE_LIMITED_REPLY = (
     "You're sending messages faster than I can answer. I'll read new ones again in a minute."
 )
+BUSY_REPLY = "I'm getting a lot of messages right now. Please send yours again in a minute."
 COMMAND_UNAVAILABLE_REPLY = (
     "Sorry, I couldn't do that right now: my memory is unreachable for a moment, so nothing was "
     "changed. Please send the same message again in a few minutes."

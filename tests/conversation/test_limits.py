@@ -40,3 +40,32 @@ def test_past_the_limit_one_notice_then_silence_and_nothing_stored(post, model: 
     assert MESSAGES.labels(outcome="rejected", reason="rate_limited")._value.get() - before == 2
     assert "canned reply" in post("Another user is not limited by the first", user="+14155550111")
     assert services.users.redis.ttl(f"chat_rate:{{{USER}}}") <= 60  # gone a minute after it opened
+
+
+def test_a_saturated_process_answers_busy_at_once(make_settings, redis_client, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    import time
+
+    from bot.conversation.replies import BUSY_REPLY
+
+    client = create_app(make_settings(MODEL_CONCURRENCY=1)).test_client()
+    model.latency_s = 1.0
+    answers: dict[str, tuple[str, float]] = {}
+
+    def send(user: str) -> None:
+        form = inbound_form("What should I see in Lisbon this weekend?", user)
+        started = time.monotonic()
+        body = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)}).get_data(as_text=True)
+        answers[user] = (body, time.monotonic() - started)
+
+    first = threading.Thread(target=send, args=(USER,))
+    first.start()
+    time.sleep(0.3)  # the first is with the model
+    send("+14155550111")
+    first.join(10)
+    busy, busy_s = answers["+14155550111"]
+    assert BUSY_REPLY.split("'")[0] in busy and busy_s < 0.5  # at once, not after the first's second
+    assert "canned reply" in answers[USER][0]
+    assert services.store.load("+14155550111").recent == []  # nothing stored for the shed message
+    send("+14155550111")  # the slot is free again
+    assert "canned reply" in answers["+14155550111"][0]
