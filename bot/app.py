@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 from pathlib import Path
 
 import structlog
@@ -10,6 +11,7 @@ from twilio.request_validator import RequestValidator
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from bot.channels.twilio import routes as twilio_routes
+from bot.channels.twilio.rest import RestReplier, make_twilio_client
 from bot.config import Settings, load_settings
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.observability.logs import configure_logging
@@ -33,6 +35,10 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.extensions["bot.validator"] = RequestValidator(settings.twilio_auth_token)
     app.extensions["bot.services"] = services
     app.extensions["bot.pipeline"] = services.pipeline
+    if settings.REPLY_MODE == "rest":
+        replier = RestReplier(services.pipeline, make_twilio_client(settings), settings)
+        app.extensions["bot.replier"] = replier
+        atexit.register(replier.close)  # a graceful stop finishes the replies it started
     if settings.TRUST_FORWARDED_HEADERS:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1, x_port=1, x_prefix=1)  # type: ignore[method-assign]
 
@@ -44,6 +50,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         env=settings.APP_ENV,
         model=settings.OPENAI_MODEL,
         model_standin=settings.MODEL_STANDIN,
+        reply_mode=settings.REPLY_MODE,
         strategy=settings.CONTEXT_STRATEGY,
     )
     return app

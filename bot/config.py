@@ -66,6 +66,13 @@ class Settings(BaseSettings):
     # another one, so set this (or TRUST_FORWARDED_HEADERS) there.
     PUBLIC_BASE_URL: str | None = None
     TRUST_FORWARDED_HEADERS: bool = False
+    # twiml: the reply is the webhook's answer (within Twilio's 15 s). rest: the webhook answers
+    # at once and the reply goes out through Twilio's Messages API (slow models, long work).
+    REPLY_MODE: Literal["twiml", "rest"] = "twiml"
+    # The account the Messages API is called as (rest mode), with TWILIO_AUTH_TOKEN.
+    TWILIO_ACCOUNT_SID: str | None = None
+    # Where the twilio client reaches the REST API (a local stand-in in tests).
+    TWILIO_API_BASE_URL: str = "https://api.twilio.com"
 
     # --- model ------------------------------------------------------------------
     # Optional when OPENAI_BASE_URL points at a server that needs no key (Ollama, vLLM...).
@@ -216,6 +223,8 @@ class Settings(BaseSettings):
                 f"LLM_TIMEOUT_S x (LLM_MAX_RETRIES + 1) = {worst:g}s exceeds {MODEL_DEADLINE_S:g}s;"
                 " Twilio gives up on a webhook after 15s"
             )
+        if self.REPLY_MODE == "rest" and not (self.TWILIO_ACCOUNT_SID or "").startswith("AC"):
+            raise ValueError("TWILIO_ACCOUNT_SID: REPLY_MODE=rest sends through the Messages API as this account (AC…)")
         if self.REDELIVERY_REPLY_S > self.DEDUP_WINDOW_S:
             raise ValueError("REDELIVERY_REPLY_S must not exceed DEDUP_WINDOW_S")
         room = self.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS

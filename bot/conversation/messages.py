@@ -18,6 +18,7 @@ class InboundMessage:
     media_types: tuple[str, ...] = ()
     has_location: bool = False
     profile_name: str = ""
+    to: str = ""  # the number the user wrote to (whatsapp:+E164): a reply sent by API goes from it
 
 
 @dataclass

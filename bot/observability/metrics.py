@@ -35,6 +35,14 @@ SUMMARIES = Counter("bot_summaries_total", "Summary job runs by result (stored, 
 EXTRACTIONS = Counter(
     "bot_extractions_total", "Fact extraction runs by result (stored, nothing_new, skipped, failed).", ["result"]
 )
+REST_SENDS = Counter(
+    "bot_rest_messages_total", "Replies sent through Twilio's Messages API (REPLY_MODE=rest), by result.", ["result"]
+)
+DELIVERY_FAILURES = Counter(
+    "bot_delivery_failures_total",
+    "Status callbacks reporting a reply failed or undelivered, by status and Twilio error code.",
+    ["status", "error_code"],
+)
 RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
 
 

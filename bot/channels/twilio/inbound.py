@@ -75,4 +75,5 @@ def parse_inbound(form: dict[str, str] | object) -> InboundMessage:
         media_types=media,
         has_location=bool(get("Latitude") and get("Longitude")),
         profile_name=(get("ProfileName") or "")[:100],
+        to=(get("To") or "").strip()[:40],
     )

@@ -15,7 +15,8 @@ from bot.conversation.pipeline import Pipeline
 from bot.conversation.replies import FALLBACK_REPLY
 from bot.exceptions import InvalidInbound
 from bot.observability.logs import mask_phone
-from bot.observability.metrics import REPLY_SECONDS
+from bot.channels.twilio.rest import STATUS_PATH
+from bot.observability.metrics import DELIVERY_FAILURES, REPLY_SECONDS
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +49,10 @@ def whatsapp() -> Response:
     log.info("webhook.received", chars=len(msg.body), media=len(msg.media_types))
     log.debug("webhook.body", body=msg.body)
 
+    replier = current_app.extensions.get("bot.replier")
+    if replier is not None:  # REPLY_MODE=rest: answer now, reply through the Messages API
+        replier.submit(msg, started)
+        return _twiml(outbound.render(""))
     pipeline: Pipeline = current_app.extensions["bot.pipeline"]
     try:
         outcome = pipeline.handle(msg)
@@ -70,3 +75,25 @@ def whatsapp() -> Response:
         f"app;dur={elapsed * 1000:.2f}, model;dur={outcome.model_s * 1000:.2f}"
     )
     return response
+
+
+#: Delivery states that mean the user never got the reply.
+FAILED_STATES = ("failed", "undelivered")
+
+
+@bp.post(STATUS_PATH)
+def message_status() -> Response:
+    """Twilio's status callback for a reply sent by API: failures are logged and counted."""
+    validator = current_app.extensions["bot.validator"]
+    if not signature_ok(request, validator, current_app.config["BOT_SETTINGS"].PUBLIC_BASE_URL):
+        log.warning("status.rejected", reason="bad_signature")
+        return Response("invalid signature\n", status=403, mimetype="text/plain")
+    state = (request.form.get("MessageStatus") or "").strip().lower()[:20]
+    if state in FAILED_STATES:
+        code = (request.form.get("ErrorCode") or "none").strip()[:10]
+        DELIVERY_FAILURES.labels(status=state, error_code=code).inc()
+        log.warning("reply.delivery_failed", status=state, error_code=code,
+                    twilio_sid=(request.form.get("MessageSid") or "")[:34])
+    else:
+        log.debug("reply.status", status=state)
+    return Response(status=204)

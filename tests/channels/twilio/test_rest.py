@@ -1,0 +1,88 @@
+"""REPLY_MODE=rest: the webhook answers at once; the reply goes out through the real twilio
+client to a local stand-in of the Messages API; delivery failures come back signed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from bot import create_app
+from bot.dev.standin import StandinModel
+from bot.dev.twilio_standin import TwilioStandin
+from bot.observability.metrics import DELIVERY_FAILURES
+from tests.conftest import AUTH_TOKEN, USER, inbound_form, new_sid, sign
+
+pytestmark = pytest.mark.integration
+
+ACCOUNT = "AC" + "1" * 32
+PUBLIC = "https://bot.example.com"
+SENDER = "whatsapp:+14155238886"
+
+
+@pytest.fixture
+def twilio() -> Iterator[TwilioStandin]:
+    standin = TwilioStandin(ACCOUNT, AUTH_TOKEN).start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def rest(make_settings, redis_client, model, twilio: TwilioStandin):  # type: ignore[no-untyped-def]
+    app = create_app(make_settings(REPLY_MODE="rest", TWILIO_ACCOUNT_SID=ACCOUNT, TWILIO_API_BASE_URL=twilio.url,
+                                   PUBLIC_BASE_URL=PUBLIC))
+    client = app.test_client()
+
+    def post(body: str, sid: str | None = None, path: str = "/whatsapp", form: dict[str, str] | None = None,
+             token: str = AUTH_TOKEN):  # type: ignore[no-untyped-def]
+        form = form or inbound_form(body, sid=sid)
+        signature = sign(form, url=f"{PUBLIC}{path}", token=token)
+        return client.post(path, data=form, headers={"X-Twilio-Signature": signature})
+
+    yield post
+    app.extensions["bot.replier"].close()
+
+
+def test_the_webhook_answers_at_once_and_the_reply_goes_by_api(rest, model: StandinModel, twilio, services) -> None:  # type: ignore[no-untyped-def]
+    model.latency_s = 1.0
+    started = time.monotonic()
+    response = rest("Where should I stay in Lisbon for a week in May?")
+    assert response.status_code == 200 and b"<Message>" not in response.data
+    assert time.monotonic() - started < 0.1 + 0.05  # well before the model's second
+    [sent] = twilio.wait_for(1)
+    assert sent["From"] == SENDER and sent["To"] == f"whatsapp:{USER}"  # from the number written to
+    assert "canned reply" in sent["Body"] and sent["StatusCallback"] == f"{PUBLIC}/whatsapp/status"
+    assert len(services.store.load(USER).recent) == 1  # stored as in TwiML mode
+
+
+def test_a_long_reply_is_split_and_a_redelivery_sends_nothing(rest, model: StandinModel, twilio) -> None:  # type: ignore[no-untyped-def]
+    model.script({"content": ("A sentence of a long answer about Lisbon. " * 90).strip()})
+    sid = new_sid()
+    rest("Tell me everything about Lisbon, please.", sid=sid)
+    sent = twilio.wait_for(3)
+    assert len(sent) == 3 and all(len(m["Body"]) <= 1600 for m in sent)
+    rest("Tell me everything about Lisbon, please.", sid=sid)  # Twilio redelivers
+    time.sleep(0.5)
+    assert len(twilio.messages()) == 3 and len(model.requests()) == 1
+
+
+def test_a_model_failure_sends_the_fallback_and_an_api_error_is_logged(rest, model: StandinModel, twilio) -> None:  # type: ignore[no-untyped-def]
+    model.script({"status": 500}, {"status": 500})
+    rest("Where should I eat tonight in Porto?")
+    [sent] = twilio.wait_for(1)
+    assert sent["Body"].startswith("Sorry")
+    twilio.fail_next(400, 21211)
+    rest("And tomorrow?")
+    time.sleep(0.5)
+    assert len(twilio.messages()) == 1  # refused by the API: logged, nothing retried blindly
+
+
+def test_failed_deliveries_are_counted_from_signed_status_callbacks(rest) -> None:  # type: ignore[no-untyped-def]
+    before = DELIVERY_FAILURES.labels(status="undelivered", error_code="63016")._value.get()
+    form = {"MessageSid": new_sid(), "MessageStatus": "undelivered", "ErrorCode": "63016", "AccountSid": ACCOUNT}
+    assert rest("", path="/whatsapp/status", form=form).status_code == 204
+    assert DELIVERY_FAILURES.labels(status="undelivered", error_code="63016")._value.get() - before == 1
+    forged = rest("", path="/whatsapp/status", form=form, token="not-the-token-0123456789")
+    assert forged.status_code == 403
+    assert DELIVERY_FAILURES.labels(status="undelivered", error_code="63016")._value.get() - before == 1
