@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
 
 import structlog
+from rq import get_current_job
 
 from bot.config import load_settings
 from bot.jobs.handoff import follow_up, hand_off
@@ -17,7 +19,7 @@ from bot.conversation.summary import summarize_when_idle as fold_when_idle
 from bot.memory.extraction import extract_facts, unread_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone
-from bot.observability.metrics import EXTRACTIONS, SUMMARIES
+from bot.observability.metrics import BACKGROUND_LAG_SECONDS, EXTRACTIONS, SUMMARIES
 from bot.services import Services, build_services
 from bot.storage.records import as_int
 from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SUMMARY
@@ -40,6 +42,17 @@ def summarizer(s: Services) -> Summarizer:
     )
 
 
+def _observe_lag(kind: str) -> None:
+    """Record how long this job took from entering its queue (when it was due) to now."""
+    job = get_current_job()
+    enqueued = getattr(job, "enqueued_at", None)
+    if enqueued is None:
+        return
+    if enqueued.tzinfo is None:
+        enqueued = enqueued.replace(tzinfo=timezone.utc)
+    BACKGROUND_LAG_SECONDS.labels(job=kind).observe(max(0.0, (datetime.now(timezone.utc) - enqueued).total_seconds()))
+
+
 def _bind(job_kind: str, user: str) -> None:
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(job=job_kind, job_run=uuid.uuid4().hex[:12], user=mask_phone(user))
@@ -52,6 +65,7 @@ def summarize_user(user: str, token: str, clear_recent: bool = False, upto: int 
     result = summarize_conversation(user, token, summarizer(s), clear_recent=clear_recent, upto=upto)
     SUMMARIES.labels(result="stored" if result.applied else "skipped").inc()
     follow_up(s.jobs, s.store, SUMMARY, user)
+    _observe_lag(SUMMARY)
     return {"applied": result.applied, "consumed": result.consumed, "reason": result.reason}
 
 
@@ -103,6 +117,7 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
         s.store.release_trigger(user, EXTRACTION, token)
     EXTRACTIONS.labels(result=result.status).inc()
     follow_up(s.jobs, s.store, EXTRACTION, user)
+    _observe_lag(EXTRACTION)
     return {"status": result.status, "pairs": result.pairs, **result.stats.as_dict()}
 
 

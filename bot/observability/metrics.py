@@ -31,6 +31,12 @@ SUMMARY_LAG_SECONDS = Histogram(
     "Time from the pair that triggered a summary to the summary being stored.",
     buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900),
 )
+BACKGROUND_LAG_SECONDS = Histogram(
+    "bot_background_lag_seconds",
+    "Time from a background job being due (in its queue) to its end, by job: queueing plus work.",
+    ["job"],
+    buckets=(0.1, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 3, 5, 10, 30, 60, 300),
+)
 SUMMARIES = Counter("bot_summaries_total", "Summary job runs by result (stored, skipped, failed).", ["result"])
 EXTRACTIONS = Counter(
     "bot_extractions_total", "Fact extraction runs by result (stored, nothing_new, skipped, failed).", ["result"]

@@ -52,6 +52,8 @@ class RestReplier:
         self.client = client
         base = settings.PUBLIC_BASE_URL
         self.status_callback = f"{base}{STATUS_PATH}" if base else None
+        if not base:
+            log.warning("reply.no_status_callback", detail="set PUBLIC_BASE_URL to learn of failed deliveries")
         # As many replies in the making as model calls allowed, and a few for the busy answers.
         self.pool = ThreadPoolExecutor(max_workers=settings.MODEL_CONCURRENCY + 4, thread_name_prefix="reply")
         self._closed = threading.Event()

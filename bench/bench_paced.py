@@ -1,0 +1,211 @@
+"""Paced load on the processes `make run` starts (the Procfile: gunicorn 2 x 32 threads, the
+worker supervisor with WORKER_PROCESSES RQ workers), with a slow model.
+
+Prints figures; asserts nothing. Everything runs on 127.0.0.1, and the run is bounded by
+--seconds (plus at most --drain-s to let background work finish).
+
+    .venv/bin/python bench/bench_paced.py                      # 100 users, every 6-10 s, 1 s model
+    .venv/bin/python bench/bench_paced.py --users 200 --seconds 90
+    .venv/bin/python bench/bench_paced.py --topology cluster   # user state on a 3-master cluster
+
+Figures: reply latency as the client sees it (p50/p99/max), busy replies, background lag by
+job (from the job entering its queue, i.e. when it was due, to its end: the bot's own
+bot_background_lag_seconds histogram, so a bucket's upper bound), background model calls
+per message, and the bytes of RQ job records left per 1,000 messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from http.client import HTTPConnection
+from pathlib import Path
+from urllib.parse import urlencode
+from urllib.request import urlopen
+
+import redis
+from twilio.request_validator import RequestValidator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bot.dev.embedded import free_port, start_embedded_redis, start_redis_cluster  # noqa: E402
+from bot.dev.processes import stop_tagged, tagged_env  # noqa: E402
+
+TOKEN = "bench-auth-token-0123456789"
+SAYINGS = [
+    "My name is {name} and I live in {city}.", "What should I see in {city} this weekend?",
+    "I'm allergic to peanuts, any dinner ideas?", "I love jazz, where can I hear some tonight?",
+    "How do I get from the airport to the centre?", "Any quiet cafe to work from?",
+    "What's a good day trip from {city}?", "I work as a nurse, so mornings are busy for me.",
+]
+NAMES = ["Ana", "Rui", "Marta", "Joao", "Ines", "Tiago", "Sofia", "Pedro"]
+CITIES = ["Lisbon", "Porto", "Braga", "Coimbra", "Faro"]
+
+
+def pct(values: list[float], q: float) -> float:
+    """Return the q-th percentile (0-100) by nearest rank."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def histogram_pct(metrics: str, name: str, label: str, q: float) -> tuple[float, int]:
+    """Return (the upper bound of the bucket holding the q-th percentile, count) of one
+    labelled Prometheus histogram in /metrics text."""
+    buckets: list[tuple[float, float]] = []
+    for line in metrics.splitlines():
+        if line.startswith(f"{name}_bucket{{") and label in line:
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if bound == "+Inf" else float(bound), float(line.rsplit(" ", 1)[1])))
+    buckets.sort()
+    total = buckets[-1][1] if buckets else 0
+    for bound, count in buckets:
+        if total and count >= q / 100 * total:
+            return bound, int(total)
+    return float("nan"), int(total)
+
+
+class User(threading.Thread):
+    """One WhatsApp user: a message every --min-s to --max-s seconds after the last reply."""
+
+    def __init__(self, port: int, number: str, until: float, pace: tuple[float, float], out: list) -> None:
+        super().__init__(daemon=True)
+        self.port, self.number, self.until, self.pace, self.out = port, number, until, pace, out
+        self.validator = RequestValidator(TOKEN)
+        self.rng = random.Random(number)
+        self.facts = {"name": self.rng.choice(NAMES), "city": self.rng.choice(CITIES)}
+
+    def run(self) -> None:
+        time.sleep(self.rng.uniform(0, self.pace[1]))  # users do not all start at once
+        url = f"http://127.0.0.1:{self.port}/whatsapp"
+        while time.monotonic() < self.until:
+            body = self.rng.choice(SAYINGS).format(**self.facts)
+            form = {"From": f"whatsapp:{self.number}", "To": "whatsapp:+14155238886", "Body": body,
+                    "MessageSid": "SM" + uuid.uuid4().hex, "NumMedia": "0", "AccountSid": "AC" + "0" * 32}
+            started = time.monotonic()
+            status, text = 0, ""
+            try:
+                conn = HTTPConnection("127.0.0.1", self.port, timeout=20)
+                conn.request("POST", "/whatsapp", urlencode(form), {
+                    "Content-Type": "application/x-www-form-urlencoded",
+                    "X-Twilio-Signature": self.validator.compute_signature(url, form)})
+                response = conn.getresponse()
+                status, text = response.status, response.read().decode()
+                conn.close()
+            except OSError as err:
+                text = str(err)
+            self.out.append((time.monotonic() - started, status, "a lot of messages" in text))
+            time.sleep(self.rng.uniform(*self.pace))
+
+
+def job_record_bytes(client: redis.Redis) -> int:
+    """Return MEMORY USAGE over every RQ key in the queue Redis."""
+    return sum(client.memory_usage(key, samples=0) or 0 for key in client.scan_iter(match="rq:*", count=500))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--users", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=120.0, help="how long users keep writing")
+    parser.add_argument("--min-s", type=float, default=6.0)
+    parser.add_argument("--max-s", type=float, default=10.0)
+    parser.add_argument("--latency-ms", type=float, default=1000.0, help="the model's time per call")
+    parser.add_argument("--drain-s", type=float, default=60.0, help="longest wait for background work")
+    parser.add_argument("--topology", choices=["single", "cluster"], default="single")
+    args = parser.parse_args()
+    tag_env = tagged_env()
+    with tempfile.TemporaryDirectory(prefix="bench-paced-") as tmp:
+        tmp_path = Path(tmp)
+        queue_redis = start_embedded_redis(tmp_path / "queue" / "q.db", tcp=True)
+        cluster = start_redis_cluster(tmp_path / "cluster") if args.topology == "cluster" else None
+        model_port, port = free_port(), free_port()
+        (tmp_path / "prom").mkdir()
+        env = {
+            **tag_env, "REDIS_URL": cluster.url if cluster else queue_redis.url,
+            "QUEUE_REDIS_URL": queue_redis.url, "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
+            "OPENAI_API_KEY": "bench", "TWILIO_AUTH_TOKEN": TOKEN, "PORT": str(port), "LOG_LEVEL": "WARNING",
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        log = open(tmp_path / "procs.log", "wb")
+        model = subprocess.Popen([sys.executable, "-m", "bot.dev.standin", "--port", str(model_port),
+                                  "--latency-ms", str(args.latency_ms), "--record", "usage"],
+                                 env=env, stdout=log, stderr=log)
+        procs = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", str(ROOT / "Procfile")],
+                                 env=env, stdout=log, stderr=log, cwd=ROOT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1).status == 200:
+                        break
+                except OSError:
+                    time.sleep(0.3)
+            time.sleep(3)  # the workers
+            out: list[tuple[float, int, bool]] = []
+            until = time.monotonic() + args.seconds
+            users = [User(port, f"+3519{i:08d}", until, (args.min_s, args.max_s), out) for i in range(args.users)]
+            for user in users:
+                user.start()
+            for user in users:
+                user.join(args.seconds + 60)
+            queue = redis.Redis.from_url(queue_redis.url)
+            drain_until = time.monotonic() + args.drain_s
+            while time.monotonic() < drain_until:
+                busy = sum(queue.llen(k) for k in (b"rq:queue:summaries", b"rq:queue:facts"))
+                busy += queue.zcard("rq:scheduled:facts") + queue.zcard("rq:scheduled:summaries")
+                busy += sum(queue.zcard(f"rq:wip:{q}") for q in ("summaries", "facts"))
+                if not busy:
+                    break
+                time.sleep(0.5)
+            metrics = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            requests = json.loads(urlopen(f"http://127.0.0.1:{model_port}/_standin/requests").read())["requests"]
+            record_bytes = job_record_bytes(queue)
+        finally:
+            procs.send_signal(15)
+            try:
+                procs.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(procs.pid, 9)
+            model.terminate()
+            model.wait(10)
+            stop_tagged(tag_env["BOT_PROCESS_TAG"])
+            queue_redis.stop()
+            if cluster:
+                cluster.stop()
+            log.close()
+
+    latencies = [s * 1000 for s, status, _ in out if status == 200]
+    messages = len(out)
+    extraction_calls = sum(1 for r in requests if r["last_user"].startswith("Known facts:"))
+    summary_calls = sum(1 for r in requests if r["last_user"].startswith("Current summary:"))
+    reply_calls = len(requests) - extraction_calls - summary_calls
+    print(f"\n# bench_paced: {args.users} users, a message every {args.min_s:g}-{args.max_s:g} s for "
+          f"{args.seconds:g} s, model {args.latency_ms:g} ms, user state on {args.topology}, Procfile defaults")
+    print(f"messages sent                     {messages}  ({messages / args.seconds:.1f}/s)")
+    print(f"HTTP errors / busy replies        {sum(1 for _, st, _ in out if st != 200)} / {sum(1 for _, _, b in out if b)}")
+    print(f"reply ms p50 / p99 / max          {pct(latencies, 50):.0f} / {pct(latencies, 99):.0f} / {max(latencies, default=0):.0f}"
+          f"  (mean {statistics.fmean(latencies) if latencies else float('nan'):.0f})")
+    for job in ("summary", "extraction"):
+        p50, n = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 50)
+        p99, _ = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 99)
+        print(f"{job} lag s p50 / p99 (bucket)   <= {p50:g} / <= {p99:g}  ({n} jobs)")
+    print(f"model calls: replies {reply_calls}, summaries {summary_calls}, extractions {extraction_calls}; "
+          f"background calls per message {(summary_calls + extraction_calls) / max(messages, 1):.2f}")
+    print(f"RQ job records left               {record_bytes} B ({record_bytes / max(messages, 1) * 1000:.0f} B per 1,000 messages)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
