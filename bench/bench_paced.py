@@ -109,9 +109,17 @@ class User(threading.Thread):
             time.sleep(self.rng.uniform(*self.pace))
 
 
-def job_record_bytes(client: redis.Redis) -> int:
-    """Return MEMORY USAGE over every RQ key in the queue Redis."""
-    return sum(client.memory_usage(key, samples=0) or 0 for key in client.scan_iter(match="rq:*", count=500))
+def job_record_bytes(client: redis.Redis) -> dict[str, int]:
+    """Return MEMORY USAGE over the RQ keys in the queue Redis, by kind (rq:job, rq:worker…);
+    the records of jobs still scheduled to run (idle summaries wait SUMMARY_IDLE_S) apart."""
+    scheduled = {f"rq:job:{member.decode()}" for key in client.scan_iter(match="rq:scheduled:*")
+                 for member in client.zrange(key, 0, -1)}
+    kinds: dict[str, int] = {}
+    for key in client.scan_iter(match="rq:*", count=500):
+        name = key.decode()
+        kind = "rq:job (scheduled, still to run)" if name in scheduled else ":".join(name.split(":")[:2])
+        kinds[kind] = kinds.get(kind, 0) + (client.memory_usage(key, samples=0) or 0)
+    return kinds
 
 
 def main() -> int:
@@ -164,7 +172,7 @@ def main() -> int:
             drain_until = time.monotonic() + args.drain_s
             while time.monotonic() < drain_until:
                 busy = sum(queue.llen(k) for k in (b"rq:queue:summaries", b"rq:queue:facts"))
-                busy += queue.zcard("rq:scheduled:facts") + queue.zcard("rq:scheduled:summaries")
+                busy += queue.zcard("rq:scheduled:facts")  # idle summaries wait SUMMARY_IDLE_S: not waited for
                 busy += sum(queue.zcard(f"rq:wip:{q}") for q in ("summaries", "facts"))
                 if not busy:
                     break
@@ -203,7 +211,15 @@ def main() -> int:
         print(f"{job} lag s p50 / p99 (bucket)   <= {p50:g} / <= {p99:g}  ({n} jobs)")
     print(f"model calls: replies {reply_calls}, summaries {summary_calls}, extractions {extraction_calls}; "
           f"background calls per message {(summary_calls + extraction_calls) / max(messages, 1):.2f}")
-    print(f"RQ job records left               {record_bytes} B ({record_bytes / max(messages, 1) * 1000:.0f} B per 1,000 messages)")
+    looks = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                if line.startswith('bot_extractions_total{result="waiting"}'))
+    print(f"extraction looks that found the user still writing: {looks:.0f} ({looks / max(messages, 1):.2f} per message)")
+    total = sum(record_bytes.values())
+    jobs_only = record_bytes.get("rq:job", 0)
+    waiting = record_bytes.get("rq:job (scheduled, still to run)", 0)
+    print(f"RQ keys after the run             {total} B: records of finished jobs {jobs_only} B "
+          f"({jobs_only / max(messages, 1) * 1000:.0f} B per 1,000 messages), of jobs still scheduled "
+          f"{waiting} B; by kind {record_bytes}")
     return 0
 
 

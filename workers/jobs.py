@@ -101,6 +101,7 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
             log.info("extraction.superseded")
             return {"status": "superseded"}
         hand_off(s.jobs, s.store, EXTRACTION, user, again, delay_s=wait_s)
+        EXTRACTIONS.labels(result="waiting").inc()
         return {"status": "waiting", "wait_s": round(wait_s, 1)}
     result = extract_facts(
         user,

@@ -39,7 +39,7 @@ BACKGROUND_LAG_SECONDS = Histogram(
 )
 SUMMARIES = Counter("bot_summaries_total", "Summary job runs by result (stored, skipped, failed).", ["result"])
 EXTRACTIONS = Counter(
-    "bot_extractions_total", "Fact extraction runs by result (stored, nothing_new, skipped, failed).", ["result"]
+    "bot_extractions_total", "Fact extraction runs by result (stored, nothing_new, skipped, failed, waiting: the user was still writing).", ["result"]
 )
 REST_SENDS = Counter(
     "bot_rest_messages_total", "Replies sent through Twilio's Messages API (REPLY_MODE=rest), by result.", ["result"]
