@@ -102,10 +102,15 @@ class User(threading.Thread):
                     "X-Twilio-Signature": self.validator.compute_signature(url, form)})
                 response = conn.getresponse()
                 status, text = response.status, response.read().decode()
+                timing = response.getheader("Server-Timing") or ""
                 conn.close()
             except OSError as err:
-                text = str(err)
-            self.out.append((time.monotonic() - started, status, "a lot of messages" in text))
+                text, timing = str(err), ""
+            server_ms = None
+            if "app;dur=" in timing and "model;dur=" in timing:  # ours = the app's time minus the model's
+                app_ms = float(timing.split("app;dur=", 1)[1].split(",", 1)[0])
+                server_ms = (app_ms, app_ms - float(timing.split("model;dur=", 1)[1].split(",", 1)[0]))
+            self.out.append((time.monotonic() - started, status, "a lot of messages" in text, server_ms))
             time.sleep(self.rng.uniform(*self.pace))
 
 
@@ -161,7 +166,7 @@ def main() -> int:
                 except OSError:
                     time.sleep(0.3)
             time.sleep(3)  # the workers
-            out: list[tuple[float, int, bool]] = []
+            out: list[tuple[float, int, bool, tuple[float, float] | None]] = []
             until = time.monotonic() + args.seconds
             users = [User(port, f"+3519{i:08d}", until, (args.min_s, args.max_s), out) for i in range(args.users)]
             for user in users:
@@ -194,7 +199,9 @@ def main() -> int:
                 cluster.stop()
             log.close()
 
-    latencies = [s * 1000 for s, status, _ in out if status == 200]
+    latencies = [s * 1000 for s, status, _, _ in out if status == 200]
+    server = [ms[0] for _, status, _, ms in out if status == 200 and ms is not None]
+    ours = [ms[1] for _, status, _, ms in out if status == 200 and ms is not None]
     messages = len(out)
     extraction_calls = sum(1 for r in requests if r["last_user"].startswith("Known facts:"))
     summary_calls = sum(1 for r in requests if r["last_user"].startswith("Current summary:"))
@@ -202,9 +209,12 @@ def main() -> int:
     print(f"\n# bench_paced: {args.users} users, a message every {args.min_s:g}-{args.max_s:g} s for "
           f"{args.seconds:g} s, model {args.latency_ms:g} ms, user state on {args.topology}, Procfile defaults")
     print(f"messages sent                     {messages}  ({messages / args.seconds:.1f}/s)")
-    print(f"HTTP errors / busy replies        {sum(1 for _, st, _ in out if st != 200)} / {sum(1 for _, _, b in out if b)}")
+    print(f"HTTP errors / busy replies        {sum(1 for _, st, _, _ in out if st != 200)} / {sum(1 for _, _, b, _ in out if b)}")
     print(f"reply ms p50 / p99 / max          {pct(latencies, 50):.0f} / {pct(latencies, 99):.0f} / {max(latencies, default=0):.0f}"
           f"  (mean {statistics.fmean(latencies) if latencies else float('nan'):.0f})")
+    print(f"  in the server (Server-Timing)   {pct(server, 50):.0f} / {pct(server, 99):.0f} / {max(server, default=0):.0f}"
+          "  (the rest is the load generator's own threads on the same 2 cores)")
+    print(f"  the bot's own, model excluded   {pct(ours, 50):.1f} / {pct(ours, 99):.1f} / {max(ours, default=0):.1f}")
     for job in ("summary", "extraction"):
         p50, n = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 50)
         p99, _ = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 99)
