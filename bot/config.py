@@ -49,6 +49,9 @@ class Settings(BaseSettings):
         frozen=True,
         env_file=(".run/dev.env", ".env"),
         env_file_encoding="utf-8",
+        # An empty value (TWILIO_AUTH_TOKEN= as copied from .env.example) is unset, so it
+        # neither wins over .run/dev.env nor counts as given.
+        env_ignore_empty=True,
     )
 
     # --- deployment -------------------------------------------------------------

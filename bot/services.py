@@ -91,8 +91,8 @@ def build_steps(
     jobs = users.jobs if with_memory else None
     return [
         ClaimStep(users.store, settings),
-        RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
         CommandStep(settings, users, memory_commands=with_memory),
+        RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
         MemoryStep(settings, facts, counter),
         PromptStep(settings, counter, system_prompt),
         LoadShedStep(settings.MODEL_CONCURRENCY),

@@ -35,6 +35,10 @@ def test_environment_then_dotenv_then_make_run(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("RECENT_PAIRS", "6")
     settings = load_settings(need=())
     assert (settings.RECENT_PAIRS, settings.REDIS_URL, settings.OPENAI_MODEL) == (6, "redis://dotenv/0", "m1")
+    # an empty value copied from .env.example is unset: make run's development token still counts
+    (tmp_path / ".run" / "dev.env").write_text("TWILIO_AUTH_TOKEN=dev-token\n")
+    (tmp_path / ".env").write_text("TWILIO_AUTH_TOKEN=\n")
+    assert load_settings(need=()).TWILIO_AUTH_TOKEN == "dev-token"
 
 
 def test_malformed_number_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,7 +71,14 @@ class Slot(threading.Thread):
             # A session of its own: a signal sent to our whole group (Ctrl-C, a platform
             # stopping every process) reaches the worker once, through us; twice would make
             # RQ kill the job.
-            self.child = subprocess.Popen(self.command, start_new_session=True)
+            try:
+                self.child = subprocess.Popen(self.command, start_new_session=True)
+            except OSError as err:  # cannot start it (no memory, no such command): retry, loudly
+                pause = min(MAX_PAUSE_S, max(1.0, pause * 2))
+                say("worker.not_started", error=f"{type(err).__name__}: {err}", retry_in_s=pause)
+                self.code = 1
+                self.stopping.wait(pause)
+                continue
             if self.stopping.is_set():  # the signal came while we were starting it
                 self.child.send_signal(signal.SIGTERM)
             self.code = self.child.wait()

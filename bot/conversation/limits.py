@@ -2,8 +2,9 @@
 
 - Rate limit: past RATE_LIMIT_PER_MINUTE messages in a minute, a user gets one polite
   notice, then silence until the window passes. Nothing past the limit reaches the model or
-  the conversation (bot_messages_total reason=rate_limited). It runs right after `claim`, so
-  a redelivery (answered by the claim) is never counted, and before `command`.
+  the conversation (bot_messages_total reason=rate_limited). It runs after `claim`, so a
+  redelivery (answered by the claim) is never counted, and after `command`, so a user's own
+  reset, opt-out or "delete my data" (and its YES) is never held back.
 - Load shedding: a process is saturated when MODEL_CONCURRENCY model calls are in flight in
   it. A message that finds it so gets the polite busy reply at once (reason=busy), instead of
   waiting behind the others. MODEL_CONCURRENCY stays below the web threads (WEB_THREADS), so

@@ -1,6 +1,6 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> rate-limit -> command -> memory -> prompt -> load-shed -> model -> judge -> commit -> hand-off
+    claim -> command -> rate-limit -> memory -> prompt -> load-shed -> model -> judge -> commit -> hand-off
 
 Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
 reply (a command, a message with no text, the judge) makes the answering steps after it

@@ -237,8 +237,10 @@ def main() -> int:
     runner = Runner()
     code = 0
     with Foreground():  # Ctrl-C reaches this run, not make (which would report "Interrupt")
-        signal.signal(signal.SIGINT, runner.on_signal)
-        signal.signal(signal.SIGTERM, runner.on_signal)
+        for stop_signal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: terminal closed
+            signal.signal(stop_signal, runner.on_signal)
+        # Ctrl-Z would stop us alone, out of make's sight: the run stops with Ctrl-C instead.
+        signal.signal(signal.SIGTSTP, signal.SIG_IGN)
         try:
             chosen = runner.start(env, settings)
             env.update(chosen)

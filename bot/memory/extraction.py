@@ -56,8 +56,9 @@ def stored_pairs(store: ContextStore, user: str) -> list[Pair]:
 
 
 def unread_pairs(store: ContextStore, user: str, after: int, limit: int = MAX_PAIRS_PER_RUN) -> list[Pair]:
-    """Return stored pairs numbered above `after`, oldest first, the newest `limit` of them."""
-    return [p for p in stored_pairs(store, user) if p.n > after][-limit:]
+    """Return the oldest `limit` stored pairs numbered above `after`, oldest first; the job
+    that reads them queues the next for the rest (its follow-up)."""
+    return [p for p in stored_pairs(store, user) if p.n > after][:limit]
 
 
 def extract_facts(

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 import urllib.error
+from xml.etree import ElementTree
 
 import redis
 import structlog
@@ -73,6 +74,9 @@ def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
     """Chat with the running bot over HTTP, signed as Twilio signs (bot/ops/chat.py)."""
     port = (lookup("PORT") or ("5000", "default"))[0]
     url = args.url or f"http://127.0.0.1:{port}/whatsapp"
+    if not url.startswith(("http://", "https://")):
+        print(f"--url must start with http:// or https:// (got {url!r})", file=sys.stderr)
+        return 2
     # The server checks the signature against PUBLIC_BASE_URL when it has one.
     signed = f"{settings.PUBLIC_BASE_URL}/whatsapp" if settings.PUBLIC_BASE_URL and not args.url else url
     client = ChatClient(url, settings.twilio_auth_token, args.user, signed_url=signed)
@@ -83,6 +87,9 @@ def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
     except urllib.error.URLError as err:
         print(f"no bot answers at {url} ({err.reason}): start one with `make run`, or pass --url",
               file=sys.stderr)
+        return 2
+    except (OSError, ValueError, ElementTree.ParseError) as err:  # dropped connection, not TwiML
+        print(f"the bot at {url} did not answer properly: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
 
 
@@ -101,9 +108,14 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(text)
         return 0
-    fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # personal data
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
+    try:
+        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # personal data
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as err:
+        print(f"cannot write {args.out}: {err.strerror}", file=sys.stderr)
+        return 2
     print(f"exported {args.user} to {args.out} ({len(report['keys'])} key(s))", file=sys.stderr)
     return 0
 

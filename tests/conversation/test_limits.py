@@ -39,6 +39,7 @@ def test_past_the_limit_one_notice_then_silence_and_nothing_stored(post, model: 
     assert [p.n for p in services.store.load(USER).recent] == [1, 2, 3]  # ...or the conversation
     assert MESSAGES.labels(outcome="rejected", reason="rate_limited")._value.get() - before == 2
     assert "canned reply" in post("Another user is not limited by the first", user="+14155550111")
+    assert "cleared" in post("/reset")  # the user's own commands are never held back
     assert services.users.redis.ttl(f"chat_rate:{{{USER}}}") <= 60  # gone a minute after it opened
 
 

@@ -80,4 +80,7 @@ def test_max_pairs_run_at_the_next_look_even_if_the_user_never_pauses(chat, mode
     send("Message 8: and how do I get there from Lisbon?")  # still writing
     look()
     [request] = extraction_requests(model)
-    assert "Message 8:" in request and "Message 1:" in request  # the newest 8 pairs
+    assert "Message 0:" in request and "Message 7:" in request and "Message 8:" not in request  # the oldest 8
+    time.sleep(IDLE_S + 0.3)
+    look()  # the follow-up reads the rest
+    assert "Message 8:" in extraction_requests(model)[-1]

@@ -12,11 +12,11 @@ from flask import Blueprint, Response, current_app, request
 from bot.channels.twilio import outbound
 from bot.channels.twilio.inbound import parse_inbound, signature_ok
 from bot.conversation.pipeline import Pipeline
-from bot.conversation.replies import FALLBACK_REPLY
+from bot.conversation.replies import BUSY_REPLY, FALLBACK_REPLY
 from bot.exceptions import InvalidInbound
 from bot.observability.logs import mask_phone
 from bot.channels.twilio.rest import STATUS_PATH
-from bot.observability.metrics import DELIVERY_FAILURES, REPLY_SECONDS
+from bot.observability.metrics import DELIVERY_FAILURES, MESSAGES, REPLY_SECONDS
 
 log = structlog.get_logger(__name__)
 
@@ -51,8 +51,11 @@ def whatsapp() -> Response:
 
     replier = current_app.extensions.get("bot.replier")
     if replier is not None:  # REPLY_MODE=rest: answer now, reply through the Messages API
-        replier.submit(msg, started)
-        return _twiml(outbound.render(""))
+        if replier.submit(msg, started):
+            return _twiml(outbound.render(""))
+        log.warning("message.shed", reason="busy", mode="rest")
+        MESSAGES.labels(outcome="rejected", reason="busy").inc()
+        return _twiml(outbound.render(BUSY_REPLY))
     pipeline: Pipeline = current_app.extensions["bot.pipeline"]
     try:
         outcome = pipeline.handle(msg)
@@ -84,6 +87,8 @@ FAILED_STATES = ("failed", "undelivered")
 @bp.post(STATUS_PATH)
 def message_status() -> Response:
     """Twilio's status callback for a reply sent by API: failures are logged and counted."""
+    structlog.contextvars.clear_contextvars()  # threads are reused: no other request's fields
+    structlog.contextvars.bind_contextvars(twilio_sid=(request.form.get("MessageSid") or "")[:34])
     validator = current_app.extensions["bot.validator"]
     if not signature_ok(request, validator, current_app.config["BOT_SETTINGS"].PUBLIC_BASE_URL):
         log.warning("status.rejected", reason="bad_signature")
@@ -92,8 +97,7 @@ def message_status() -> Response:
     if state in FAILED_STATES:
         code = (request.form.get("ErrorCode") or "none").strip()[:10]
         DELIVERY_FAILURES.labels(status=state, error_code=code).inc()
-        log.warning("reply.delivery_failed", status=state, error_code=code,
-                    twilio_sid=(request.form.get("MessageSid") or "")[:34])
+        log.warning("reply.delivery_failed", status=state, error_code=code)
     else:
         log.debug("reply.status", status=state)
     return Response(status=204)

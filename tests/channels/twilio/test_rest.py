@@ -86,3 +86,26 @@ def test_failed_deliveries_are_counted_from_signed_status_callbacks(rest) -> Non
     forged = rest("", path="/whatsapp/status", form=form, token="not-the-token-0123456789")
     assert forged.status_code == 403
     assert DELIVERY_FAILURES.labels(status="undelivered", error_code="63016")._value.get() - before == 1
+
+
+def test_a_429_is_tried_again_and_a_full_process_answers_busy_itself(  # type: ignore[no-untyped-def]
+    make_settings, redis_client, model: StandinModel, twilio
+) -> None:
+    from bot.conversation.replies import BUSY_REPLY
+
+    app = create_app(make_settings(REPLY_MODE="rest", TWILIO_ACCOUNT_SID=ACCOUNT, TWILIO_API_BASE_URL=twilio.url,
+                                   PUBLIC_BASE_URL=PUBLIC, MODEL_CONCURRENCY=1))
+    client = app.test_client()
+
+    def post(body: str, user: str):  # type: ignore[no-untyped-def]
+        form = inbound_form(body, user=user)
+        return client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form, url=f"{PUBLIC}/whatsapp")})
+
+    twilio.fail_next(429, 20429)
+    post("Where should I stay in Lisbon?", USER)
+    assert len(twilio.wait_for(1)) == 1  # sent on the second try
+    model.latency_s = 1.0
+    answers = [post(f"Question {i} about Porto?", f"+1415555{i:04d}").get_data(as_text=True) for i in range(6)]
+    assert BUSY_REPLY.split("'")[0] in answers[-1]  # 1 + 4 reply threads taken: the 6th is told at once
+    assert all("<Message>" not in a for a in answers[:5])
+    app.extensions["bot.replier"].close()
