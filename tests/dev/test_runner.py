@@ -75,7 +75,7 @@ def stop(runner: subprocess.Popen[str], sig: int) -> str:
 
 def test_make_run_remembers_with_the_stand_in_alone_and_stops_clean(tmp_path: Path) -> None:
     tag = uuid.uuid4().hex
-    env = newcomer_env(tag)
+    env = newcomer_env(tag, EXTRACTION_IDLE_S="2")  # extraction waits for a pause: a short one
     runner = start_runner(tmp_path, env)
     try:
         shared = wait_until_up(tmp_path, runner)
