@@ -38,6 +38,7 @@ from twilio.request_validator import RequestValidator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.stats import pct  # noqa: E402
 from bot.dev.embedded import free_port, start_embedded_redis, start_redis_cluster  # noqa: E402
 from bot.dev.processes import stop_tagged, tagged_env  # noqa: E402
 
@@ -50,14 +51,6 @@ SAYINGS = [
 ]
 NAMES = ["Ana", "Rui", "Marta", "Joao", "Ines", "Tiago", "Sofia", "Pedro"]
 CITIES = ["Lisbon", "Porto", "Braga", "Coimbra", "Faro"]
-
-
-def pct(values: list[float], q: float) -> float:
-    """Return the q-th percentile (0-100) by nearest rank."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
 def histogram_pct(metrics: str, name: str, label: str, q: float) -> tuple[float, int]:

@@ -42,6 +42,7 @@ from twilio.request_validator import RequestValidator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.stats import pct  # noqa: E402
 from bot.dev.embedded import free_port, start_embedded_redis  # noqa: E402
 
 TOKEN = "bench-auth-token"
@@ -51,15 +52,6 @@ WORDS = (
     "trip lisbon hotel quiet cheap museum tram dinner budget flight weekend family beach "
     "walk old town view restaurant vegetarian booking sunday train porto wine tour"
 ).split()
-
-
-def pct(values: list[float], q: float) -> float:
-    """Return the q-th percentile (0-100) by nearest rank."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered) + 0.5)) - 1))
-    return ordered[index]
 
 
 def message(rng: random.Random, user_index: int, turn: int) -> str:

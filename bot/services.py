@@ -30,7 +30,7 @@ from bot.jobs.queue import JobQueue
 from bot.llm.client import LLMClient, make_openai_client
 from bot.llm.prompts import Prompt, load_prompt
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
-from bot.storage.connection import is_cluster, make_redis
+from bot.storage.connection import QUEUE_REQUIRED, is_cluster, make_redis
 from bot.storage.context import NO_BYTE_BOUND, ContextStore
 from bot.storage.facts import FactStore
 from bot.storage.keys import Ttls
@@ -123,31 +123,28 @@ def ttls_from(settings: Settings) -> Ttls:
     )
 
 
-def redis_clients(settings: Settings) -> tuple[Any, redis.Redis]:
-    """Return the user-state client (a RedisCluster when REDIS_URL is one) and the queue's
-    (standalone, raw bytes for RQ's pickles). Raise ConfigError when a cluster has no
-    QUEUE_REDIS_URL."""
-    cluster = settings.REDIS_CLUSTER
-    if cluster is None:
-        found = is_cluster(settings.REDIS_URL, timeout_s=settings.REDIS_TIMEOUT_S * 4)
-        if found is None:
-            log.warning("redis.cluster_unknown", detail="REDIS_URL did not answer; assuming a single "
-                        "Redis (set REDIS_CLUSTER to skip asking)")
-        cluster = bool(found)
-    if cluster and not settings.QUEUE_REDIS_URL:
-        raise ConfigError("QUEUE_REDIS_URL: required when REDIS_URL is a Redis Cluster "
-                          "(RQ keeps its queues on a standalone Redis)")
-    client = make_redis(settings.REDIS_URL, timeout_s=settings.REDIS_TIMEOUT_S, cluster=cluster)
+def redis_clients(settings: Settings, client: Any = None) -> tuple[Any, redis.Redis]:
+    """Return the user-state client (`client` when given, else a RedisCluster when REDIS_URL
+    is one) and the queue's (standalone, raw bytes for RQ's pickles). Raise ConfigError when a
+    cluster has no QUEUE_REDIS_URL."""
+    if client is None:
+        cluster = settings.REDIS_CLUSTER
+        if cluster is None:
+            found = is_cluster(settings.REDIS_URL, timeout_s=settings.REDIS_TIMEOUT_S * 4)
+            if found is None:
+                log.warning("redis.cluster_unknown", detail="REDIS_URL did not answer; assuming a single "
+                            "Redis (set REDIS_CLUSTER to skip asking)")
+            cluster = bool(found)
+        if cluster and not settings.QUEUE_REDIS_URL:
+            raise ConfigError(QUEUE_REQUIRED)
+        client = make_redis(settings.REDIS_URL, timeout_s=settings.REDIS_TIMEOUT_S, cluster=cluster)
     queue = make_redis(settings.queue_redis_url, decode_responses=False, timeout_s=settings.REDIS_TIMEOUT_S)
     return client, queue
 
 
 def build_services(settings: Settings, client: redis.Redis | None = None) -> Services:
     """Wire Redis, the stores, the queue, the model client and the message path together."""
-    if client is None:
-        client, queue_client = redis_clients(settings)
-    else:
-        queue_client = make_redis(settings.queue_redis_url, decode_responses=False, timeout_s=settings.REDIS_TIMEOUT_S)
+    client, queue_client = redis_clients(settings, client)
     full = settings.CONTEXT_STRATEGY == "full_history"
     ttls = ttls_from(settings)
     store = ContextStore(

@@ -75,9 +75,8 @@ def summarize_when_idle(user: str, token: str) -> dict[str, Any]:
     _bind("idle_summary", user)
     s = services()
     result = fold_when_idle(user, token, summarizer(s), idle_s=s.settings.SUMMARY_IDLE_S, now=time.time())
-    if result.wait_s > 0:  # not quiet yet, or a summary job is running
-        again = s.store.take_trigger(user, IDLE_SUMMARY)  # renews the trigger for the next look
-        hand_off(s.jobs, s.store, IDLE_SUMMARY, user, again, delay_s=result.wait_s)
+    if result.wait_s > 0 and not _look_again(s, IDLE_SUMMARY, user, token, result.wait_s):
+        return {"outcome": "superseded"}  # not quiet yet, or a summary running: unless erased meanwhile
     return {"outcome": result.outcome}
 
 
@@ -94,13 +93,13 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
     settings = s.settings
     pairs = unread_pairs(s.store, user, as_int(meta.get("extracted_seq"), "extracted_seq"),
                          limit=settings.EXTRACTION_MAX_PAIRS)
-    wait_s = _until_quiet(s, user, settings.EXTRACTION_IDLE_S) if 0 < len(pairs) < settings.EXTRACTION_MAX_PAIRS else 0.0
+    wait_s = 0.0
+    if 0 < len(pairs) < settings.EXTRACTION_MAX_PAIRS and settings.EXTRACTION_IDLE_S > 0:
+        wait_s = s.store.load(user).until_quiet(settings.EXTRACTION_IDLE_S, time.time())
     if wait_s > 0:  # the user is still writing: one call later reads the whole burst
-        again = s.store.renew_trigger(user, EXTRACTION, token)
-        if again is None:  # erased or taken over meanwhile
+        if not _look_again(s, EXTRACTION, user, token, wait_s):
             log.info("extraction.superseded")
             return {"status": "superseded"}
-        hand_off(s.jobs, s.store, EXTRACTION, user, again, delay_s=wait_s)
         EXTRACTIONS.labels(result="waiting").inc()
         return {"status": "waiting", "wait_s": round(wait_s, 1)}
     result = extract_facts(
@@ -122,13 +121,14 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
     return {"status": result.status, "pairs": result.pairs, **result.stats.as_dict()}
 
 
-def _until_quiet(s: Services, user: str, idle_s: float) -> float:
-    """Return how much longer until the user has been quiet idle_s seconds (0: quiet now)."""
-    if idle_s <= 0:
-        return 0.0
-    last = s.store.load(user).last_interaction
-    quiet = time.time() - last if last is not None else idle_s
-    return idle_s - quiet if quiet < idle_s - 1 else 0.0
+def _look_again(s: Services, kind: str, user: str, token: str, wait_s: float) -> bool:
+    """Queue this waiting job's next look, wait_s from now, handing it the trigger; False when
+    the job no longer holds it (the user was erased, or another job took over)."""
+    again = s.store.renew_trigger(user, kind, token)
+    if again is None:
+        return False
+    hand_off(s.jobs, s.store, kind, user, again, delay_s=wait_s)
+    return True
 
 
 def _failed(kind: str, job: Any, exc_type: Any, exc: Any) -> tuple[str, str, bool]:

@@ -55,6 +55,14 @@ class RateLimitStep:
         turn.settle(RATE_LIMITED_REPLY if notice else "", reason=REASON, status=REASON)
 
 
+def shed(**fields: str) -> str:
+    """Log and count one message turned away because the process is saturated; return the
+    busy reply (the load-shed step, and REPLY_MODE=rest when its reply threads are taken)."""
+    log.warning("message.shed", reason="busy", **fields)
+    MESSAGES.labels(outcome="rejected", reason="busy").inc()
+    return BUSY_REPLY
+
+
 class LoadShedStep:
     """Hold one of `slots` model-call slots for the rest of the turn, or answer busy at once."""
 
@@ -66,8 +74,6 @@ class LoadShedStep:
 
     def __call__(self, turn: Turn) -> None:
         if not self.slots.acquire(blocking=False):
-            log.warning("message.shed", reason="busy")
-            MESSAGES.labels(outcome="rejected", reason="busy").inc()
-            turn.settle(BUSY_REPLY, reason="busy", status="busy")
+            turn.settle(shed(), reason="busy", status="busy")
             return
         turn.finally_.append(self.slots.release)

@@ -151,9 +151,9 @@ def summarize_when_idle(user: str, token: str, tools: Summarizer, *, idle_s: flo
     if store.trigger_tokens(user).get(IDLE_SUMMARY) != token:
         return IdleResult("superseded")
     context = store.load(user)
-    quiet = now - context.last_interaction if context.last_interaction is not None else idle_s
-    if quiet < idle_s - 1:
-        return IdleResult("not_idle", wait_s=idle_s - quiet)
+    wait_s = context.until_quiet(idle_s, now)
+    if wait_s > 0:
+        return IdleResult("not_idle", wait_s=wait_s)
     if not _outside_window(store, user, context):
         store.release_trigger(user, IDLE_SUMMARY, token)
         return IdleResult("nothing_pending")

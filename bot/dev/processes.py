@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import uuid
 
@@ -36,6 +37,17 @@ def die_with_parent() -> None:
     """In a child between fork and exec: get SIGTERM when the thread that started us ends."""
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout_s: float = 10.0) -> None:
+    """Stop a child we started: `sig`, then SIGKILL if it is still there after timeout_s."""
+    if process.poll() is None:
+        process.send_signal(sig)
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
 
 
 def tagged_processes(tag: str) -> list[psutil.Process]:

@@ -19,22 +19,21 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import IO, Any
 
-import redis
 from dotenv import dotenv_values
 
 from bot.config import Settings, load_settings
-from bot.dev.processes import die_with_parent, ensure_tag, stop_tagged
+from bot.dev.embedded import free_port, port_free, start_redis_server
+from bot.dev.processes import die_with_parent, ensure_tag, stop_process, stop_tagged
 from bot.dev.terminal import Foreground
 from bot.exceptions import ConfigError
 from bot.observability.logs import mask_url
-from bot.storage.connection import is_cluster
+from bot.storage.connection import QUEUE_REQUIRED, probe
 
 RUN_DIR = Path(".run")
 DEV_ENV = RUN_DIR / "dev.env"
@@ -66,16 +65,6 @@ def _relay(source: IO[bytes]) -> None:
             out = None
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
 def resolve_env() -> dict[str, str]:
     """Return the environment, with .env filling what it does not set."""
     env = dict(os.environ)
@@ -92,18 +81,6 @@ def check_settings(env: dict[str, str]) -> Settings:
     values.setdefault("TWILIO_AUTH_TOKEN", "placeholder")
     values.setdefault("REDIS_URL", "redis://127.0.0.1:1/0")
     return load_settings(env_files=False, **values)
-
-
-def check_redis(url: str) -> str | None:
-    """Return why REDIS_URL cannot be used, or None when it answers."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
-    try:
-        client.ping()
-    except (redis.RedisError, ValueError) as err:
-        return str(err).splitlines()[0] if str(err) else type(err).__name__
-    finally:
-        client.close()
-    return None
 
 
 class Runner:
@@ -123,13 +100,9 @@ class Runner:
         """Start Redis and the stand-in as needed; return the settings this runner chose."""
         chosen: dict[str, str] = {}
         if not env.get("REDIS_URL"):
-            from bot.dev.embedded import start_redis_server
-
             self.embedded = start_redis_server((RUN_DIR / "redis").resolve())
             chosen["REDIS_URL"] = self.embedded.url
         if not env.get("OPENAI_API_KEY") and not env.get("OPENAI_BASE_URL"):
-            from bot.dev.embedded import free_port
-
             port = free_port()
             standin = subprocess.Popen(
                 [sys.executable, "-m", "bot.dev.standin", "--port", str(port)],
@@ -166,12 +139,7 @@ class Runner:
             except subprocess.TimeoutExpired:
                 os.killpg(self.honcho.pid, signal.SIGKILL)
         for child in reversed(self.children):
-            if child.poll() is None:
-                child.terminate()
-            try:
-                child.wait(10)
-            except subprocess.TimeoutExpired:
-                child.kill()
+            stop_process(child)
         stop_tagged(tag)
         if self.embedded is not None:
             self.embedded.stop()
@@ -219,19 +187,18 @@ def main() -> int:
     if not 0 < port < 65536:
         say(f"make run: PORT={env['PORT']!r} is not a port number")
         return 2
-    if not _port_free(port):
+    if not port_free(port, host="0.0.0.0"):  # gunicorn binds every interface
         say(f"make run: PORT {port} is in use (another `make run`?); stop it or set PORT")
         return 2
     for name in ("REDIS_URL", "QUEUE_REDIS_URL"):
-        problem = check_redis(env[name]) if env.get(name) else None
-        if problem:
-            say(f"make run: {name}={mask_url(env[name])} does not answer ({problem}); "
+        found = probe(env[name]) if env.get(name) else None
+        if found is not None and found.error is not None:
+            say(f"make run: {name}={mask_url(env[name])} does not answer ({found.error}); "
                 "start that Redis, or unset it" + (" for an embedded one" if name == "REDIS_URL" else ""))
             return 2
-    if env.get("REDIS_URL") and not env.get("QUEUE_REDIS_URL") and is_cluster(env["REDIS_URL"]):
-        say("make run: QUEUE_REDIS_URL: required when REDIS_URL is a Redis Cluster "
-            "(RQ keeps its queues on a standalone Redis)")
-        return 2
+        if name == "REDIS_URL" and found is not None and found.cluster and not env.get("QUEUE_REDIS_URL"):
+            say(f"make run: {QUEUE_REQUIRED}")
+            return 2
 
     RUN_DIR.mkdir(exist_ok=True)
     runner = Runner()

@@ -7,6 +7,7 @@ since RQ does not support Cluster.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -31,16 +32,36 @@ def _options(decode_responses: bool, timeout_s: float) -> dict[str, Any]:
     }
 
 
-def is_cluster(url: str, timeout_s: float = 2.0) -> bool | None:
-    """Return whether the Redis at `url` runs in cluster mode (INFO cluster), or None when it
-    does not answer."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+#: Said by every process that finds a cluster without a queue Redis.
+QUEUE_REQUIRED = "QUEUE_REDIS_URL: required when REDIS_URL is a Redis Cluster (RQ keeps its queues on a standalone Redis)"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one look at a Redis found: whether it runs as a cluster (None: it did not answer)
+    and, when it did not answer, why."""
+
+    cluster: bool | None
+    error: str | None = None
+
+
+def probe(url: str, timeout_s: float = 2.0) -> Probe:
+    """Ask the Redis at `url` once (INFO cluster): does it answer, is it a cluster node?"""
     try:
-        return bool(client.info("cluster").get("cluster_enabled"))
-    except redis.RedisError:
-        return None
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    except ValueError as err:  # not a Redis URL
+        return Probe(None, str(err))
+    try:
+        return Probe(bool(client.info("cluster").get("cluster_enabled")))
+    except redis.RedisError as err:
+        return Probe(None, str(err).splitlines()[0] if str(err) else type(err).__name__)
     finally:
         client.close()
+
+
+def is_cluster(url: str, timeout_s: float = 2.0) -> bool | None:
+    """Return whether the Redis at `url` runs in cluster mode, or None when it does not answer."""
+    return probe(url, timeout_s).cluster
 
 
 def make_redis(

@@ -63,6 +63,12 @@ class Context:
     summary_job_token: str | None = None
     epoch: int = 0  # moves on at every reset
 
+    def until_quiet(self, idle_s: float, now: float) -> float:
+        """Return how much longer until the user has been quiet idle_s seconds (0: quiet now,
+        or never heard from); a second's slack, so a job scheduled for that moment runs."""
+        quiet = now - self.last_interaction if self.last_interaction is not None else idle_s
+        return idle_s - quiet if quiet < idle_s - 1 else 0.0
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -316,20 +322,20 @@ class ContextStore:
 
     def take_trigger(self, user: str, name: str, now: float | None = None) -> str:
         """Take a job's trigger now, whoever held it (a topic shift); return its token."""
-        token = new_token()
-        keys, job = self._trigger_key(user, name)
-        self.scripts.run("take_trigger", keys, {"job": job, "now": time.time() if now is None else now, "token": token})
+        token = self._take(user, name, now, held=None)
+        assert token is not None  # unconditional
         return token
 
     def renew_trigger(self, user: str, name: str, token: str, now: float | None = None) -> str | None:
         """Hand the trigger the job with `token` holds to a new token (its next look, queued
         for later); None when that job no longer holds it (erased, or taken over)."""
+        return self._take(user, name, now, held=token)
+
+    def _take(self, user: str, name: str, now: float | None, held: str | None) -> str | None:
         fresh = new_token()
         keys, job = self._trigger_key(user, name)
-        taken = self.scripts.run(
-            "take_trigger", keys, {"job": job, "now": time.time() if now is None else now, "token": fresh, "held": token}
-        )
-        return fresh if taken else None
+        args = {"job": job, "now": time.time() if now is None else now, "token": fresh, "held": held}
+        return fresh if self.scripts.run("take_trigger", keys, args) else None
 
     def release_trigger(self, user: str, name: str, token: str) -> bool:
         """Let the next pair trigger the job again, if the job with `token` still holds it."""

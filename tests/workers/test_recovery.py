@@ -14,6 +14,7 @@ import redis
 
 from bot import create_app
 from bot.dev.embedded import start_redis_server
+from bot.dev.processes import stop_process
 from bot.dev.standin import StandinModel
 from bot.storage.keys import MEMORY_PREFIX, user_key
 from tests.conftest import USER, inbound_form, sign
@@ -24,14 +25,8 @@ pytestmark = pytest.mark.integration
 RQ = str(Path(sys.executable).parent / "rq")
 
 
-def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    stop_process(proc, timeout_s=15)
 
 
 def worker_env(settings) -> dict[str, str]:  # type: ignore[no-untyped-def]

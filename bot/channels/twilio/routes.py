@@ -12,11 +12,12 @@ from flask import Blueprint, Response, current_app, request
 from bot.channels.twilio import outbound
 from bot.channels.twilio.inbound import parse_inbound, signature_ok
 from bot.conversation.pipeline import Pipeline
-from bot.conversation.replies import BUSY_REPLY, FALLBACK_REPLY
+from bot.conversation.limits import shed
+from bot.conversation.replies import FALLBACK_REPLY
 from bot.exceptions import InvalidInbound
 from bot.observability.logs import mask_phone
 from bot.channels.twilio.rest import STATUS_PATH
-from bot.observability.metrics import DELIVERY_FAILURES, MESSAGES, REPLY_SECONDS
+from bot.observability.metrics import DELIVERY_FAILURES, REPLY_SECONDS
 
 log = structlog.get_logger(__name__)
 
@@ -53,9 +54,7 @@ def whatsapp() -> Response:
     if replier is not None:  # REPLY_MODE=rest: answer now, reply through the Messages API
         if replier.submit(msg, started):
             return _twiml(outbound.render(""))
-        log.warning("message.shed", reason="busy", mode="rest")
-        MESSAGES.labels(outcome="rejected", reason="busy").inc()
-        return _twiml(outbound.render(BUSY_REPLY))
+        return _twiml(outbound.render(shed(mode="rest")))
     pipeline: Pipeline = current_app.extensions["bot.pipeline"]
     try:
         outcome = pipeline.handle(msg)
