@@ -13,8 +13,8 @@ import structlog
 from rq import get_current_job
 
 from bot.config import load_settings
-from bot.jobs.handoff import follow_up, hand_off
-from bot.conversation.summary import Summarizer, summarize_conversation
+from bot.jobs.handoff import follow_up, hand_off, hurry
+from bot.conversation.summary import WAITING_FOR_EXTRACTION, Summarizer, summarize_conversation
 from bot.conversation.summary import summarize_when_idle as fold_when_idle
 from bot.memory.extraction import extract_facts, unread_pairs
 from bot.memory.rules import FactRules
@@ -64,7 +64,10 @@ def summarize_user(user: str, token: str, clear_recent: bool = False, upto: int 
     s = services()
     result = summarize_conversation(user, token, summarizer(s), clear_recent=clear_recent, upto=upto)
     SUMMARIES.labels(result="stored" if result.applied else "skipped").inc()
-    follow_up(s.jobs, s.store, SUMMARY, user)
+    if result.held:  # the extraction that reads them comes first; it queues the summary again
+        hurry(s.jobs, s.store, EXTRACTION, user)
+    if result.reason != WAITING_FOR_EXTRACTION:
+        follow_up(s.jobs, s.store, SUMMARY, user)
     _observe_lag(SUMMARY)
     return {"applied": result.applied, "consumed": result.consumed, "reason": result.reason}
 
@@ -75,16 +78,22 @@ def summarize_when_idle(user: str, token: str) -> dict[str, Any]:
     _bind("idle_summary", user)
     s = services()
     result = fold_when_idle(user, token, summarizer(s), idle_s=s.settings.SUMMARY_IDLE_S, now=time.time())
+    if result.held:
+        hurry(s.jobs, s.store, EXTRACTION, user)
     if result.wait_s > 0 and not _look_again(s, IDLE_SUMMARY, user, token, result.wait_s):
         return {"outcome": "superseded"}  # not quiet yet, or a summary running: unless erased meanwhile
     return {"outcome": result.outcome}
 
 
-def extract_user_facts(user: str, token: str) -> dict[str, Any]:
-    """Extract durable facts from the user's newest pairs into their memory."""
+def extract_user_facts(user: str, token: str, urgent: bool = False) -> dict[str, Any]:
+    """Extract durable facts from the user's oldest unread pairs into their memory; `urgent`
+    (a summary waits for these pairs) reads them at once, without waiting for a pause."""
     _bind("extraction", user)
     s = services()
     meta = s.meta.meta(user)
+    if meta.get(f"{s.store.policy.rule(EXTRACTION).job}_token") != token:
+        log.info("extraction.superseded")  # erased, or handed to a hurried job: no model call
+        return {"status": "superseded"}
     if meta.get("opted_out") == "1":
         s.store.release_trigger(user, EXTRACTION, token)
         EXTRACTIONS.labels(result="skipped").inc()
@@ -94,7 +103,7 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
     pairs = unread_pairs(s.store, user, as_int(meta.get("extracted_seq"), "extracted_seq"),
                          limit=settings.EXTRACTION_MAX_PAIRS)
     wait_s = 0.0
-    if 0 < len(pairs) < settings.EXTRACTION_MAX_PAIRS and settings.EXTRACTION_IDLE_S > 0:
+    if 0 < len(pairs) < settings.EXTRACTION_MAX_PAIRS and settings.EXTRACTION_IDLE_S > 0 and not urgent:
         wait_s = s.store.load(user).until_quiet(settings.EXTRACTION_IDLE_S, time.time())
     if wait_s > 0:  # the user is still writing: one call later reads the whole burst
         if not _look_again(s, EXTRACTION, user, token, wait_s):
@@ -117,6 +126,8 @@ def extract_user_facts(user: str, token: str) -> dict[str, Any]:
         s.store.release_trigger(user, EXTRACTION, token)
     EXTRACTIONS.labels(result=result.status).inc()
     follow_up(s.jobs, s.store, EXTRACTION, user)
+    if result.status == "stored":  # a summary may have been waiting for these pairs
+        follow_up(s.jobs, s.store, SUMMARY, user)
     _observe_lag(EXTRACTION)
     return {"status": result.status, "pairs": result.pairs, **result.stats.as_dict()}
 

@@ -17,6 +17,8 @@ from bot.storage.triggers import IDLE_SUMMARY, SUMMARY
 
 log = structlog.get_logger(__name__)
 
+#: Why a summary folded nothing: every pending pair waits for fact extraction to read it.
+WAITING_FOR_EXTRACTION = "waiting_for_extraction"
 #: Words asked of the model; the token cap below is what is enforced.
 WORDS_PER_TOKEN = 0.75
 
@@ -29,6 +31,7 @@ class SummaryResult:
     consumed: int
     summary_tokens: int = 0
     reason: str = ""
+    held: int = 0  # pairs left out because fact extraction has yet to read them
 
 
 def render_transcript(summary: str, pairs: list[Pair]) -> str:
@@ -67,16 +70,32 @@ def summarize_conversation(
     if snapshot.token != token:
         log.info("summary.skipped", reason="superseded")
         return SummaryResult(applied=False, consumed=0, reason="superseded")
-    pending = [p for p in snapshot.pending if upto is None or p.n <= upto]
+    wanted = [p for p in snapshot.pending if upto is None or p.n <= upto]
+    # A pair fact extraction has yet to read stays out of the summary until it is read:
+    # folding it in would drop it from chat_pending, and its facts with it.
+    # The oldest first, stopping at the first unread one: apply_summary drops a prefix.
+    hold = snapshot.extraction_hold
+    pending = []
+    for pair in wanted:
+        if hold is not None and pair.n > hold:
+            break
+        pending.append(pair)
+    held = len(wanted) - len(pending)
+    if held:
+        log.info("summary.held_for_extraction", held=held)
+    clear_upto = upto if clear_recent else None
     if not pending:
-        if clear_recent and upto:
-            # Nothing left to summarize, but the old topic must still leave the window.
-            applied, reason = store.apply_summary(user, token, snapshot.epoch, upto, snapshot.summary, True)
+        if clear_upto:
+            # Nothing to summarize now, but the old topic must still leave the window.
+            applied, reason = store.apply_summary(
+                user, token, snapshot.epoch, snapshot.summarized_seq, snapshot.summary, clear_upto
+            )
             log.info("summary.skipped", reason="nothing_pending", cleared_recent=applied)
-            return SummaryResult(applied=applied, consumed=0, reason=reason)
+            return SummaryResult(applied=applied, consumed=0, reason=reason, held=held)
         store.release_trigger(user, SUMMARY, token)
-        log.info("summary.skipped", reason="nothing_pending")
-        return SummaryResult(applied=False, consumed=0, reason="nothing_pending")
+        reason = WAITING_FOR_EXTRACTION if held else "nothing_pending"
+        log.info("summary.skipped", reason=reason)
+        return SummaryResult(applied=False, consumed=0, reason=reason, held=held)
 
     # Keep the model's input bounded even when a long backlog built up.
     pairs = pending
@@ -99,10 +118,10 @@ def summarize_conversation(
         log.warning("summary.empty")
         return SummaryResult(applied=False, consumed=0, reason="empty_summary")
 
-    consumed_upto = pairs[-1].n
-    applied, reason = store.apply_summary(
-        user, token, snapshot.epoch, consumed_upto, text, clear_recent=clear_recent
-    )
+    # The highest number, so the head of chat_pending always goes even if numbering restarted
+    # inside it (a corrupt counter): every applied summary shrinks it, and follow-ups end.
+    consumed_upto = max(p.n for p in pairs)
+    applied, reason = store.apply_summary(user, token, snapshot.epoch, consumed_upto, text, clear_upto)
     tokens = counter.count(text)
     if applied:
         lag = time.time() - snapshot.triggered_at if snapshot.triggered_at else None
@@ -118,20 +137,24 @@ def summarize_conversation(
     else:
         log.warning("summary.discarded", reason=reason, consumed=len(pairs))
     return SummaryResult(
-        applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens, reason=reason
+        applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens, reason=reason, held=held
     )
 
 
 #: When a summary job is running at the idle look, look again this much later.
 BUSY_RETRY_S = 5.0
+#: When every pair to fold waits for fact extraction, look again this much later (the
+#: extraction job is hurried meanwhile; a lost one frees its trigger after the job lease).
+HOLD_RETRY_S = 30.0
 
 
 @dataclass(frozen=True)
 class IdleResult:
     """What one idle check did; `wait_s` says when to look again if the user was not idle."""
 
-    outcome: str  # summarized, partial, nothing_pending, busy, superseded, not_idle
-    wait_s: float = 0.0  # look again this much later (not_idle, busy); 0: done
+    outcome: str  # summarized, partial, nothing_pending, busy, superseded, not_idle, waiting_for_extraction
+    wait_s: float = 0.0  # look again this much later (not_idle, busy, partial, waiting); 0: done
+    held: int = 0  # pairs fact extraction has yet to read, kept out of the summary
 
 
 def _outside_window(store: ContextStore, user: str, context: Context) -> list[Pair]:
@@ -168,8 +191,11 @@ def summarize_when_idle(user: str, token: str, tools: Summarizer, *, idle_s: flo
         # Free the summary trigger; the idle trigger stays ours, so RQ's retry can fold later.
         store.release_trigger(user, SUMMARY, summary_token)
         raise
-    log.info("summary.idle", applied=result.applied, consumed=result.consumed)
+    log.info("summary.idle", applied=result.applied, consumed=result.consumed, held=result.held)
+    if result.reason == WAITING_FOR_EXTRACTION:
+        return IdleResult(WAITING_FOR_EXTRACTION, wait_s=HOLD_RETRY_S, held=result.held)
     if result.applied and _outside_window(store, user, store.load(user)):
-        return IdleResult("partial", wait_s=BUSY_RETRY_S)  # the input cap left some: fold the rest next
+        # the input cap, or extraction, left some: fold the rest next
+        return IdleResult("partial", wait_s=HOLD_RETRY_S if result.held else BUSY_RETRY_S, held=result.held)
     store.release_trigger(user, IDLE_SUMMARY, token)
     return IdleResult("summarized" if result.applied else result.reason)

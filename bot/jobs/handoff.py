@@ -37,3 +37,19 @@ def follow_up(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str 
         return None
     log.info(f"{kind}.follow_up")
     return hand_off(jobs, store, kind, user, token)
+
+
+def hurry(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str | None:
+    """Run the user's job of this kind now if it is waiting for its delay (a summary waits
+    for the pairs it is to read): its trigger goes to a job queued at once, marked urgent so
+    it does not wait again, and the delayed one is deleted. Return the new job's id, or None
+    when no job of this kind is waiting (none queued, or one already running)."""
+    token = store.trigger_tokens(user).get(kind)
+    if not token or jobs.job_status(jobs.job_id(kind, user, token)) != "scheduled":
+        return None
+    fresh = store.renew_trigger(user, kind, token)
+    if fresh is None:  # it started, or an erase came, meanwhile
+        return None
+    jobs.delete(jobs.job_id(kind, user, token))
+    log.info(f"{kind}.hurried")
+    return hand_off(jobs, store, kind, user, fresh, delay_s=0, urgent=True)

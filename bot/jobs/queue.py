@@ -111,6 +111,14 @@ class JobQueue:
         status = job.get_status(refresh=False)
         return status.value if status is not None else None
 
+    def delete(self, ident: str) -> bool:
+        """Delete one job (waiting, scheduled or failed) by id; return whether it existed."""
+        try:
+            Job.fetch(ident, connection=self.connection).delete(remove_from_queue=True)
+        except NoSuchJobError:
+            return False
+        return True
+
     def failed_summaries(self, user: str) -> list[str]:
         """Return the ids of this user's summary jobs in RQ's failed registry."""
         prefix = f"{JOB_KINDS[SUMMARY].id_prefix}-{self.tag(user)}-"
@@ -138,14 +146,7 @@ class JobQueue:
 
     def purge_user(self, user: str, tokens: dict[str, str]) -> int:
         """Delete every job of this user (their arguments hold the number); return how many."""
-        deleted = 0
-        for ident in self.user_job_ids(user, tokens):
-            try:
-                Job.fetch(ident, connection=self.connection).delete(remove_from_queue=True)
-                deleted += 1
-            except NoSuchJobError:
-                continue
-        return deleted
+        return sum(self.delete(ident) for ident in self.user_job_ids(user, tokens))
 
     def depth(self) -> dict[str, int]:
         """Return jobs waiting and failed per queue."""

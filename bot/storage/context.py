@@ -40,7 +40,7 @@ from bot.storage.keys import (
 from bot.storage.records import Pair, as_float, as_int, decode_pairs, flat_to_dict, text
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.scripts import Scripts
-from bot.storage.triggers import SummaryPolicy
+from bot.storage.triggers import EXTRACTION, SummaryPolicy
 
 #: A recent window with no bound in bytes (the full-history baseline, tests of pair counts).
 NO_BYTE_BOUND = 10**9
@@ -122,6 +122,9 @@ class Snapshot:
     triggered_at: float | None = None  # when the summary was triggered (Unix seconds)
     epoch: int = 0
     token: str = ""  # the token of the job holding the trigger
+    # Pairs numbered above this are still to be read by a queued fact extraction, so a
+    # summary must not fold them away yet; None: nothing waits to read them.
+    extraction_hold: int | None = None
 
 
 def context_from_hash(data: dict[str, str]) -> Context:
@@ -275,14 +278,22 @@ class ContextStore:
             raise StoreUnavailable(str(err)) from err
         return context_from_hash({text(k): text(v) for k, v in data.items()})
 
-    def snapshot(self, user: str) -> Snapshot:
-        """Return the summary and every pending pair, oldest first, read atomically."""
-        summary, base, recent_raw, older, job_at, epoch, token = self.scripts.run(
-            "snapshot", self._pick(user, "context", "pending"), {}
+    def snapshot(self, user: str, now: float | None = None) -> Snapshot:
+        """Return the summary and every pending pair, oldest first, read atomically, with
+        how far fact extraction has read if one of its jobs is on the way."""
+        rule = self.policy.rule(EXTRACTION)
+        summary, base, recent_raw, older, job_at, epoch, token, reader = self.scripts.run(
+            "snapshot",
+            self._pick(user, "context", "pending", "memory"),
+            {"cursor": rule.cursor, "job": rule.job, "skip": rule.skip_field or "opted_out"},
         )
         base_seq = as_int(text(base), "summarized_seq")
         pending = [p for p in (Pair.from_json(item) for item in older) if p is not None]
         pending += [p for p in decode_pairs(text(recent_raw)) if p.n > base_seq]
+        cursor, read_at, read_token, skip = (text(v) if v else "" for v in reader)
+        now = time.time() if now is None else now
+        reading = bool(read_token) and skip != "1" and rule.every > 0
+        held_for = now - (as_float(read_at, f"{rule.job}_at") or 0.0)
         return Snapshot(
             summary=text(summary) or "",
             pending=pending,
@@ -290,6 +301,7 @@ class ContextStore:
             triggered_at=as_float(text(job_at), "summary_job_at"),
             epoch=as_int(text(epoch), "epoch"),
             token=text(token) or "",
+            extraction_hold=as_int(cursor, rule.cursor) if reading and held_for <= self.policy.job_lease_s else None,
         )
 
     def pending_pairs(self, user: str) -> list[Pair]:
@@ -298,10 +310,11 @@ class ContextStore:
 
     # -- summaries, job triggers and resets ---------------------------------------------
     def apply_summary(
-        self, user: str, token: str, epoch: int, upto: int, summary: str, clear_recent: bool = False
+        self, user: str, token: str, epoch: int, upto: int, summary: str, clear_upto: int | None = None
     ) -> tuple[bool, str]:
         """Store a summary of pairs up to `upto` if this job still holds the trigger and no
-        reset came since; return (applied, reason)."""
+        reset came since; with `clear_upto` (a topic shift), pairs up to it also leave the
+        recent window (those not folded in wait in chat_pending). Return (applied, reason)."""
         applied, _count, reason = self.scripts.run(
             "apply_summary",
             self._pick(user, "context", "pending"),
@@ -310,7 +323,7 @@ class ContextStore:
                 "epoch": epoch,
                 "upto": upto,
                 "summary": summary,
-                "clear_recent": clear_recent,
+                "clear_upto": clear_upto,
                 "ttl": self.ttls.context,
             },
         )
@@ -359,14 +372,15 @@ class ContextStore:
 
     def trigger_tokens(self, user: str) -> dict[str, str]:
         """Return the token of each job trigger the user's hashes hold now (job kind -> token)."""
+        rules = self.policy.triggers()
         try:
             with self.redis.pipeline(transaction=False) as pipe:
-                for rule in self.policy.triggers():
+                for rule in rules:
                     pipe.hget(user_key(TRIGGER_HASHES[rule.hash], user), f"{rule.job}_token")
                 values = pipe.execute()
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
-        return {rule.name: text(v) for rule, v in zip(self.policy.triggers(), values) if v}
+        return {rule.name: text(v) for rule, v in zip(rules, values) if v}
 
     def reset(self, user: str) -> bool:
         """Clear summary, recent and pending pairs and the counter; return whether any existed."""

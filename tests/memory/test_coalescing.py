@@ -84,3 +84,19 @@ def test_max_pairs_run_at_the_next_look_even_if_the_user_never_pauses(chat, mode
     time.sleep(IDLE_S + 0.3)
     look()  # the follow-up reads the rest
     assert "Message 8:" in extraction_requests(model)[-1]
+
+
+def test_a_summary_waits_for_the_pairs_extraction_has_not_read(chat, model: StandinModel, run_worker, services) -> None:  # type: ignore[no-untyped-def]
+    """A burst past SUMMARY_EVERY_N_PAIRS made the summary fold pairs that the waiting
+    extraction had not read yet: their facts were lost. Now the summary keeps them and
+    hurries the extraction, then folds them once read."""
+    send, _look, queue = chat
+    for i in range(12):  # the summary is due at the 10th; the extraction waits for a pause
+        send(f"Message {i}: my trip to Lisbon needs planning, with museums and trams.")
+    run_worker()  # summaries first, then facts; the delayed extraction is not due yet
+    read = "\n".join(extraction_requests(model))
+    assert all(f"Message {i}:" in read for i in range(12))  # every pair was read, none lost
+    context = services.store.load(USER)
+    meta = services.meta.meta(USER)
+    assert 0 < context.summarized_seq <= int(meta["extracted_seq"]) == 12
+    assert context.summary  # and the summary did come

@@ -8,7 +8,7 @@ import redis
 from bot.exceptions import StoreUnavailable
 from bot.storage.connection import make_redis
 from bot.storage.context import ContextStore
-from bot.storage.keys import CONTEXT_PREFIX, PENDING_PREFIX, SEEN_PREFIX, Ttls, user_key, user_keys
+from bot.storage.keys import CONTEXT_PREFIX, MEMORY_PREFIX, PENDING_PREFIX, SEEN_PREFIX, Ttls, user_key, user_keys
 from bot.storage.records import Pair
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.triggers import SUMMARY, SummaryPolicy
@@ -288,8 +288,34 @@ def test_apply_summary_can_clear_the_recent_window(store: ContextStore) -> None:
         add(store, i)
     token, snap = take(store)
     add(store, 4)
-    assert store.apply_summary(USER, token, snap.epoch, 4, "old topic", clear_recent=True)[0]
+    assert store.apply_summary(USER, token, snap.epoch, 4, "old topic", clear_upto=4)[0]
     assert [p.n for p in store.load(USER).recent] == [5]
+
+
+def test_clearing_the_window_keeps_pairs_not_folded_in_pending(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(4):
+        add(store, i)
+    token, snap = take(store)
+    add(store, 4)
+    # a topic shift at pair 4, but only pairs up to 2 could be folded (extraction reads 3 and 4 first)
+    assert store.apply_summary(USER, token, snap.epoch, 2, "old topic", clear_upto=4)[0]
+    assert [p.n for p in store.load(USER).recent] == [5]
+    assert [json.loads(i)["n"] for i in client.lrange(user_key(PENDING_PREFIX, USER), 0, -1)] == [3, 4]
+    assert [p.n for p in store.pending_pairs(USER)] == [3, 4, 5]  # nothing lost, nothing twice
+    assert store.load(USER).summarized_seq == 2
+
+
+def test_snapshot_holds_what_a_queued_extraction_has_yet_to_read(store: ContextStore, client: redis.Redis) -> None:
+    for i in range(6):
+        add(store, i)  # the first pair took the extraction trigger at t=1000 (policy: every pair)
+    memory = user_key(MEMORY_PREFIX, USER)
+    client.hset(memory, "extracted_seq", 3)
+    assert store.snapshot(USER, now=1010.0).extraction_hold == 3
+    assert store.snapshot(USER, now=1000.0 + POLICY.job_lease_s + 1).extraction_hold is None  # a lost job
+    client.hset(memory, "opted_out", "1")
+    assert store.snapshot(USER, now=1010.0).extraction_hold is None  # nothing will read them
+    client.hdel(memory, "opted_out", "extract_job_token")
+    assert store.snapshot(USER, now=1010.0).extraction_hold is None  # no extraction on the way
 
 
 def test_reset_clears_conversation_but_not_dedup(store: ContextStore, client: redis.Redis) -> None:

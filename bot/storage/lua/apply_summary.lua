@@ -2,7 +2,8 @@
 -- KEYS: context pending
 -- A: token (the job's; it must still hold the summary trigger); epoch (the one it read: no
 --    reset since); upto (last pair number folded in); summary (the new text);
---    clear_recent (true at a topic shift: the folded pairs leave the recent window too);
+--    clear_upto (at a topic shift: pairs up to it leave the recent window; those above
+--    upto, not folded in yet, wait in chat_pending for the next summary);
 --    ttl (seconds).
 -- Returns {applied 0/1, count since summary, reason ('applied', 'superseded' or 'reset')}.
 if redis.call('HGET', K.context, 'summary_job_token') ~= A.token then
@@ -20,15 +21,21 @@ while true do
   if n > A.upto then break end
   redis.call('LPOP', K.pending)
 end
-if A.clear_recent then
+-- pairs dropped for size while the job ran may have moved summarized_seq past upto
+local summarized = math.max(num(K.context, 'summarized_seq'), A.upto)
+if A.clear_upto then
   local kept = {}
   for _, p in ipairs(recent_of(K.context)) do
-    if (tonumber(p.n) or 0) > A.upto then table.insert(kept, p) end
+    local n = tonumber(p.n) or 0
+    if n > A.clear_upto then
+      table.insert(kept, p)
+    elseif n > summarized then
+      -- newer than every pending pair (they left the window first): the list stays in order
+      redis.call('RPUSH', K.pending, cjson.encode(p))
+    end
   end
   redis.call('HSET', K.context, 'recent_messages', encode_list(kept))
 end
--- pairs dropped for size while the job ran may have moved summarized_seq past upto
-local summarized = math.max(num(K.context, 'summarized_seq'), A.upto)
 local count = num(K.context, 'seq') - summarized
 redis.call('HSET', K.context, 'summary', A.summary, 'summarized_seq', summarized,
            'message_count_since_summary', count)
