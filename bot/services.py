@@ -15,6 +15,7 @@ import structlog
 from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.conversation.limits import LoadShedStep, RateLimitStep
 from bot.conversation.pipeline import Pipeline, Step
+from bot.conversation.recall import EntityMatchStep
 from bot.conversation.steps import (
     ClaimStep,
     CommandStep,
@@ -30,8 +31,10 @@ from bot.jobs.queue import JobQueue
 from bot.llm.client import LLMClient, make_openai_client
 from bot.llm.prompts import Prompt, load_prompt
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
+from bot.memory.matching import EntityMatcher
 from bot.storage.connection import QUEUE_REQUIRED, is_cluster, make_redis
 from bot.storage.context import NO_BYTE_BOUND, ContextStore
+from bot.storage.entities import EntityStore
 from bot.storage.facts import FactStore
 from bot.storage.keys import Ttls
 from bot.storage.limits import RateCounter
@@ -56,6 +59,7 @@ class Prompts:
     reply: Prompt
     summary: Prompt
     extraction: Prompt
+    entities: Prompt
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Services:
     store: ContextStore
     facts: FactStore
     meta: MemoryMetaStore
+    entities: EntityStore
     llm: LLMClient
     counter: TokenCounter
     prompts: Prompts
@@ -82,6 +87,7 @@ def build_steps(
     counter: TokenCounter,
     system_prompt: Prompt,
     with_memory: bool,
+    matcher: EntityMatcher | None = None,
 ) -> list[Step]:
     """Return the steps of the message path, in order (bot/conversation/pipeline.py).
 
@@ -93,6 +99,7 @@ def build_steps(
         ClaimStep(users.store, settings),
         CommandStep(settings, users, memory_commands=with_memory),
         RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
+        EntityMatchStep(matcher if with_memory else None),
         MemoryStep(settings, facts, counter),
         PromptStep(settings, counter, system_prompt),
         LoadShedStep(settings.MODEL_CONCURRENCY),
@@ -187,9 +194,12 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         reply=load_prompt("reply_system", settings.PROMPTS_DIR),
         summary=load_prompt("summary", settings.PROMPTS_DIR),
         extraction=load_prompt("extract_facts", settings.PROMPTS_DIR),
+        entities=load_prompt("extract_entities", settings.PROMPTS_DIR),
     )
     check_frame(prompts.reply, counter)
-    users = UserData(client, store, facts, meta, jobs)
-    steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full)
+    entities = EntityStore(client, ttl_seconds=ttls.facts)
+    users = UserData(client, store, facts, meta, jobs, entities)
+    matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
+    steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher)
     pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
-    return Services(settings, client, store, facts, meta, llm, counter, prompts, jobs, users, pipeline)
+    return Services(settings, client, store, facts, meta, entities, llm, counter, prompts, jobs, users, pipeline)

@@ -13,16 +13,17 @@ import structlog
 from rq import get_current_job
 
 from bot.config import load_settings
-from bot.jobs.handoff import follow_up, hand_off, hurry
+from bot.jobs.handoff import follow_up, hand_off, hurry, start
 from bot.conversation.summary import WAITING_FOR_EXTRACTION, Summarizer, summarize_conversation
 from bot.conversation.summary import summarize_when_idle as fold_when_idle
+from bot.memory.entity_extraction import EntityRules, read_entities, user_facts
 from bot.memory.extraction import extract_facts, unread_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone
-from bot.observability.metrics import BACKGROUND_LAG_SECONDS, EXTRACTIONS, SUMMARIES
+from bot.observability.metrics import BACKGROUND_LAG_SECONDS, ENTITY_RUNS, EXTRACTIONS, SUMMARIES
 from bot.services import Services, build_services
 from bot.storage.records import as_int
-from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SUMMARY
+from bot.storage.triggers import ENTITIES, EXTRACTION, IDLE_SUMMARY, SUMMARY
 
 log = structlog.get_logger(__name__)
 
@@ -128,8 +129,42 @@ def extract_user_facts(user: str, token: str, urgent: bool = False) -> dict[str,
     follow_up(s.jobs, s.store, EXTRACTION, user)
     if result.status == "stored":  # a summary may have been waiting for these pairs
         follow_up(s.jobs, s.store, SUMMARY, user)
+    if result.status == "stored" and result.stats.changed and settings.ENTITIES_ENABLED:
+        start(s.jobs, s.store, ENTITIES, user)  # pass 2: the entities in what changed
     _observe_lag(EXTRACTION)
     return {"status": result.status, "pairs": result.pairs, **result.stats.as_dict()}
+
+
+def extract_user_entities(user: str, token: str) -> dict[str, Any]:
+    """Pass 2: read the entities of the user's facts added or changed since last read."""
+    _bind("entities", user)
+    s = services()
+    settings = s.settings
+    meta = s.meta.meta(user)
+    if meta.get(f"{s.store.policy.rule(ENTITIES).job}_token") != token:
+        log.info("entities.superseded")
+        return {"status": "superseded"}
+    if meta.get("opted_out") == "1":
+        s.store.release_trigger(user, ENTITIES, token)
+        ENTITY_RUNS.labels(result="skipped").inc()
+        return {"status": "skipped_opted_out"}
+    result = read_entities(
+        user, token, s.facts, s.entities, s.llm, s.prompts.entities,
+        model=settings.entity_model, rules=EntityRules.from_settings(settings),
+    )
+    if result.status == "nothing_new":
+        s.store.release_trigger(user, ENTITIES, token)
+    ENTITY_RUNS.labels(result=result.status).inc()
+    if result.status == "stored" and (result.left or _unread_facts(s, user)):
+        start(s.jobs, s.store, ENTITIES, user)  # facts left, or changed while it ran
+    _observe_lag(ENTITIES)
+    return {"status": result.status, "read": result.read, **result.stats.as_dict()}
+
+
+def _unread_facts(s: Services, user: str) -> bool:
+    """Return whether any fact changed since pass 2 last read it."""
+    changed, gone = s.entities.load(user).unread(user_facts(s.facts, user), s.prompts.entities.version)
+    return bool(changed or gone)
 
 
 def _look_again(s: Services, kind: str, user: str, token: str, wait_s: float) -> bool:
@@ -172,3 +207,11 @@ def idle_summary_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: 
     user, token, final = _failed("idle_summary", job, exc_type, exc)
     if final and user:
         services().store.release_trigger(user, IDLE_SUMMARY, token)
+
+
+def entities_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
+    """Log a failed attempt; after the last retry, free the trigger for the next extraction."""
+    ENTITY_RUNS.labels(result="failed").inc()
+    user, token, final = _failed("entities", job, exc_type, exc)
+    if final and user:
+        services().store.release_trigger(user, ENTITIES, token)

@@ -1,14 +1,15 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> command -> rate-limit -> memory -> prompt -> load-shed -> model -> judge -> commit -> hand-off
+    claim -> command -> rate-limit -> entities -> memory -> prompt -> load-shed -> model -> judge
+    -> commit -> hand-off
 
 Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
 reply (a command, a message with no text, the judge) makes the answering steps after it
 stand aside; `commit` and `hand-off` still run, because they record what happened. A
 duplicate or a message still in flight stops the turn at `claim`.
 
-Where a new step goes: entity matching before `memory`, task extraction before `prompt`,
-each as one more entry in `build_steps`, reading and writing fields of the Turn.
+Where a new step goes: task extraction before `prompt`, as one more entry in `build_steps`,
+reading and writing fields of the Turn (as `entities` does for `memory`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from bot.conversation.messages import InboundMessage, Outcome
 from bot.conversation.prompt import BuiltPrompt
 from bot.exceptions import StoreUnavailable
 from bot.llm.client import Completion
+from bot.memory.matching import EntityMatch
+from bot.storage.entities import Entity
 from bot.storage.context import Claim, CommitResult, Context, ContextStore, Memory
 from bot.storage.records import Pair
 
@@ -36,6 +39,8 @@ class Turn:
     context: Context = field(default_factory=Context)
     text: str | None = None  # what enters the prompt
     topic_shift: bool = False
+    entity_matches: list[EntityMatch] = field(default_factory=list)  # known entities the message names
+    entities: dict[str, Entity] = field(default_factory=dict)  # the user's entities, by key
     memory_block: str = ""
     prompt: BuiltPrompt | None = None
     completion: Completion | None = None  # None after a model failure

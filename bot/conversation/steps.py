@@ -162,6 +162,9 @@ class MemoryStep:
             threshold=self.settings.EXTRACTION_CONFIDENCE,
             conflict_margin=self.settings.CONFLICT_MARGIN,
             max_tokens=self.settings.MEMORY_MAX_TOKENS,
+            matches=turn.entity_matches,
+            entities=turn.entities,
+            related_weight=self.settings.ENTITY_RELATED_WEIGHT,
         )
         log.debug("memory.selected", facts=len(selection.selected), dropped=len(selection.dropped), tokens=selection.tokens)
         turn.memory_block = selection.block

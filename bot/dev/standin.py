@@ -3,7 +3,8 @@
 Tests, benchmarks and `make run` without an API key talk to it over real HTTP through the
 real openai client. It is deterministic: with nothing scripted it answers from the last
 user message, and a fact extraction request with the facts of the user's plain first-person
-statements (bot/dev/standin_facts.py); a test can queue exact answers (an empty fact list
+statements (bot/dev/standin_facts.py), and pass 2 with the named things in those facts
+(bot/dev/standin_entities.py); a test can queue exact answers (an empty fact list
 included), errors and delays, and read back what was asked. Never for production: it refuses to start with APP_ENV=production.
 
     python -m bot.dev.standin --port 8089 [--latency-ms 300] [--reply-chars 400]
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from bot.dev.standin_entities import ENTITY_SCHEMA_NAME, extract_request_entities
 from bot.dev.standin_facts import extract_request_facts
 from bot.llm.tokens import TokenCounter
 from bot.observability.logs import configure_logging
@@ -175,13 +177,15 @@ class StandinModel:
     @staticmethod
     def canned_json(body: dict[str, Any]) -> str:
         """Answer a Structured Outputs request: facts picked out of the user's first-person
-        statements for fact extraction (bot/dev/standin_facts.py), else the emptiest valid
-        answer ([] for lists)."""
+        statements for fact extraction (bot/dev/standin_facts.py), the named things in the
+        facts for pass 2 (bot/dev/standin_entities.py), else the emptiest valid answer."""
         json_schema = (body.get("response_format") or {}).get("json_schema", {})
         properties = json_schema.get("schema", {}).get("properties", {})
         answer: dict[str, Any] = {name: [] for name, spec in properties.items() if spec.get("type") == "array"}
         if json_schema.get("name") == FACTS_SCHEMA_NAME:
             answer["facts"] = extract_request_facts(_last_user_text(body.get("messages") or []))
+        elif json_schema.get("name") == ENTITY_SCHEMA_NAME:
+            answer["entities"] = extract_request_entities(_last_user_text(body.get("messages") or []))
         return json.dumps(answer)
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:

@@ -128,7 +128,8 @@ def extract_request_facts(request_text: str) -> list[dict]:
     """Extract durable user facts from a fact-extraction request.
 
     Only "User: " lines are sources of facts. Returns one dict per key with
-    keys key, value, category, confidence, importance, scope and explicit.
+    keys key, value, category, confidence, importance, scope, explicit and
+    temporal_stability (always "dynamic": every pattern is true until it changes).
     Later statements override earlier ones, except likes/dislikes/pets, whose
     values are joined with ", ". ``explicit`` is True when the message starts
     with "remember that" or "please remember".
@@ -155,5 +156,6 @@ def extract_request_facts(request_text: str) -> list[dict]:
                 "importance": 0.6 if pet_name else _IMPORTANCE.get(key, 0.5),
                 "scope": "user",
                 "explicit": is_explicit,
+                "temporal_stability": "dynamic",
             }
     return list(facts.values())

@@ -39,6 +39,15 @@ def follow_up(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str 
     return hand_off(jobs, store, kind, user, token)
 
 
+def start(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str | None:
+    """Queue the user's job of this kind unless one is already on the way (it, or its
+    follow-up, will see the new work); return its id, or None."""
+    token = store.take_free_trigger(user, kind)
+    if token is None:
+        return None
+    return hand_off(jobs, store, kind, user, token)
+
+
 def hurry(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str | None:
     """Run the user's job of this kind now if it is waiting for its delay (a summary waits
     for the pairs it is to read): its trigger goes to a job queued at once, marked urgent so

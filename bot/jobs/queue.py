@@ -21,7 +21,7 @@ import redis
 from rq import Callback, Queue, Retry
 from rq.job import Job, NoSuchJobError
 
-from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SUMMARY
+from bot.storage.triggers import ENTITIES, EXTRACTION, IDLE_SUMMARY, SUMMARY
 
 SUMMARY_QUEUE = "summaries"
 FACTS_QUEUE = "facts"
@@ -46,6 +46,7 @@ JOB_KINDS = {
     SUMMARY: JobKind(SUMMARY_QUEUE, "workers.jobs.summarize_user", "workers.jobs.summary_failed", "summary"),
     EXTRACTION: JobKind(FACTS_QUEUE, "workers.jobs.extract_user_facts", "workers.jobs.extraction_failed", "facts"),
     IDLE_SUMMARY: JobKind(SUMMARY_QUEUE, "workers.jobs.summarize_when_idle", "workers.jobs.idle_summary_failed", "idle"),
+    ENTITIES: JobKind(FACTS_QUEUE, "workers.jobs.extract_user_entities", "workers.jobs.entities_failed", "entities"),
 }
 
 

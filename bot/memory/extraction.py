@@ -101,7 +101,7 @@ def extract_facts(
     by_scope: dict[str, list[Fact]] = {"user": [], "session": []}
     for item in items:
         source = "explicit" if (item.explicit and explicit_turn) else "auto"
-        by_scope[item.scope].append(fact_from_extracted(item, source=source, provenance=provenance))
+        by_scope[item.target_scope].append(fact_from_extracted(item, source=source, provenance=provenance))
 
     total = MergeStats()
     upto = pairs[-1].n

@@ -111,6 +111,11 @@ class MergeStats:
         """Return the counters by name."""
         return asdict(self)
 
+    @property
+    def changed(self) -> bool:
+        """Return whether the merge wrote or deleted any fact."""
+        return bool(self.stored or self.conflicts or self.pruned)
+
 
 @dataclass
 class MergeResult:

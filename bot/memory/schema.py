@@ -16,6 +16,11 @@ Category = Literal[
     "identity", "location", "preference", "diet", "health", "work", "family", "contact", "schedule", "other"
 ]
 
+#: Design note 3's temporal stability: static (a birthplace), dynamic (a city, a job: true
+#: until it changes), ephemeral (today's plans), unknown.
+Stability = Literal["static", "dynamic", "ephemeral", "unknown"]
+STABILITY_SCOPES = {"static": "user", "dynamic": "user", "ephemeral": "session"}
+
 
 class ExtractedFact(BaseModel):
     """One fact as the extraction model returns it."""
@@ -27,6 +32,14 @@ class ExtractedFact(BaseModel):
     importance: float = Field(ge=0, le=1)
     scope: Literal["user", "session"] = "user"
     explicit: bool = False
+    temporal_stability: Stability = "unknown"
+
+    @property
+    def target_scope(self) -> str:
+        """Return where the fact is stored: ephemeral facts in the session scope (they expire
+        with SESSION_FACTS_TTL_HOURS), static and dynamic ones in the user scope; with the
+        stability unknown, the scope the model chose."""
+        return STABILITY_SCOPES.get(self.temporal_stability, self.scope)
 
 
 class Extraction(BaseModel):
@@ -51,7 +64,10 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
                     "items": {
                         "type": "object",
                         "additionalProperties": False,
-                        "required": ["key", "value", "category", "confidence", "importance", "scope", "explicit"],
+                        "required": [
+                            "key", "value", "category", "confidence", "importance", "scope", "explicit",
+                            "temporal_stability",
+                        ],
                         "properties": {
                             "key": {"type": "string"},
                             "value": {"type": "string"},
@@ -60,6 +76,9 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
                             "importance": {"type": "number"},
                             "scope": {"type": "string", "enum": ["user", "session"]},
                             "explicit": {"type": "boolean"},
+                            "temporal_stability": {
+                                "type": "string", "enum": ["static", "dynamic", "ephemeral", "unknown"]
+                            },
                         },
                     },
                 }
@@ -71,14 +90,10 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
-def parse_extraction(text: str) -> tuple[list[ExtractedFact], int]:
-    """Parse the model's answer; return the valid facts and how many items were malformed.
-
-    Strict JSON first; then, as the design note describes, a lenient pass: code fences
-    stripped, the outermost {...} or [...] taken, each item validated on its own.
-    Bad output never raises.
-    """
-    candidates: list[Any] = []
+def json_items(text: str, field: str) -> list[Any]:
+    """Return the list a model answer holds under `field` (or as a bare list): strict JSON
+    first; then, as the design note describes, leniently: code fences stripped, the
+    outermost {...} or [...] taken. Never raises; [] when nothing readable."""
     for attempt in (text, *(m.group(1) for m in _FENCE.finditer(text)), _outermost(text)):
         if not attempt:
             continue
@@ -87,16 +102,21 @@ def parse_extraction(text: str) -> tuple[list[ExtractedFact], int]:
         except ValueError:
             continue
         if isinstance(data, dict):
-            items = data.get("facts", [])
+            items = data.get(field, [])
         elif isinstance(data, list):
             items = data
         else:
             continue
-        candidates = items if isinstance(items, list) else []
-        break
+        return items if isinstance(items, list) else []
+    return []
+
+
+def parse_extraction(text: str) -> tuple[list[ExtractedFact], int]:
+    """Parse the model's answer; return the valid facts and how many items were malformed.
+    Each item is validated on its own, so one bad item costs only itself."""
     facts: list[ExtractedFact] = []
     bad = 0
-    for item in candidates:
+    for item in json_items(text, "facts"):
         try:
             facts.append(ExtractedFact.model_validate(item))
         except ValidationError:

@@ -9,6 +9,8 @@ from typing import Any
 
 from bot.llm.tokens import TokenCounter
 from bot.memory.fence import MEMORY_HEADER, fenced, inert
+from bot.memory.matching import EntityMatch
+from bot.storage.entities import Entity
 from bot.storage.records import Fact
 
 HEADER = MEMORY_HEADER
@@ -45,6 +47,11 @@ CATEGORY_CUES: dict[str, tuple[str, ...]] = {
 ALWAYS_RELEVANT = frozenset({"identity", "health"})
 
 
+#: The order facts are picked in: named by the message's entities, one RELATED hop from
+#: them, always relevant (identity, health), of a category the message touches, the rest.
+TIER_ENTITY, TIER_RELATED, TIER_ALWAYS, TIER_CATEGORY, TIER_REST = range(5)
+
+
 @dataclass
 class SelectedFact:
     """A fact chosen for the prompt, with why."""
@@ -54,6 +61,8 @@ class SelectedFact:
     relevant: bool
     conflict: dict[str, Any] | None = None
     overridden: list[str] = field(default_factory=list)  # scopes this key beat
+    why: str = ""  # "entity Rex, fuzzy 0.91", "related to Rex", "category diet", "always"
+    tier: int = TIER_REST
 
     def to_public(self) -> dict[str, Any]:
         """Return the selection entry as the admin API shows it."""
@@ -68,6 +77,7 @@ class SelectedFact:
             "relevant": self.relevant,
             "conflict": self.conflict,
             "overrides": self.overridden,
+            "why": self.why,
         }
 
 
@@ -86,6 +96,26 @@ def relevant_categories(message: str) -> set[str]:
     text = message.lower()
     hits = {cat for cat, cues in CATEGORY_CUES.items() if any(cue in text for cue in cues)}
     return hits | ALWAYS_RELEVANT
+
+
+def entity_picks(
+    matches: list[EntityMatch], entities: dict[str, Entity], related_weight: float
+) -> list[tuple[str, str, int]]:
+    """Return (fact key, why, tier) for the facts of matched entities, then for those of
+    entities one RELATED hop away with an edge of at least related_weight."""
+    picks = []
+    matched = {m.key for m in matches}
+    for match in matches:
+        entity = entities.get(match.key)
+        if entity is None:
+            continue
+        picks += [(fact, match.explain(), TIER_ENTITY) for fact in entity.facts]
+        for other, weight in entity.related.items():
+            near = entities.get(other)
+            if near is None or other in matched or weight < related_weight:
+                continue
+            picks += [(fact, f"related to {entity.name}", TIER_RELATED) for fact in near.facts]
+    return picks
 
 
 def render_line(item: SelectedFact) -> str:
@@ -115,8 +145,12 @@ def select_memory(
     threshold: float,
     conflict_margin: float,
     max_tokens: int,
+    matches: list[EntityMatch] | None = None,
+    entities: dict[str, Entity] | None = None,
+    related_weight: float = 0.75,
 ) -> MemorySelection:
-    """Choose facts for this message: confident, most specific scope, relevant first, in budget."""
+    """Choose facts for this message: confident, most specific scope, in budget; first those
+    naming an entity the message matched, then those of related entities, then by category."""
     dropped: list[tuple[str, str]] = []
     by_key: dict[str, SelectedFact] = {}
     for scope in SCOPES:
@@ -142,16 +176,19 @@ def select_memory(
     words = set(re.findall(r"[a-z0-9]+", message.lower()))
     for item in by_key.values():
         key_words = set(item.fact.key.split("_"))
-        item.relevant = item.fact.category in categories or bool(key_words & words)
+        if item.fact.category in ALWAYS_RELEVANT:
+            item.tier, item.why, item.relevant = TIER_ALWAYS, "always", True
+        elif item.fact.category in categories or bool(key_words & words):
+            item.tier, item.why, item.relevant = TIER_CATEGORY, f"category {item.fact.category}", True
+    for key, why, tier in entity_picks(matches or [], entities or {}, related_weight):
+        item = by_key.get(key)
+        if item is not None and tier < item.tier:
+            item.tier, item.why, item.relevant = tier, why, True
 
-    # Who the user is and what keeps them safe first, then what the message touches, then
-    # the rest; within each, the more important and more certain; scope breaks ties.
+    # Within each tier, the more important and more certain first; scope breaks ties.
     order = sorted(
         by_key.values(),
-        key=lambda i: (
-            i.fact.category not in ALWAYS_RELEVANT, not i.relevant,
-            -i.fact.importance, -i.fact.confidence, SCOPES.index(i.scope),
-        ),
+        key=lambda i: (i.tier, -i.fact.importance, -i.fact.confidence, SCOPES.index(i.scope)),
     )
     # Lines are counted once each (+1 for the newline); the frame is counted once.
     frame = counter.message_cost("system", "\n".join([HEADER, PREAMBLE, FENCE_OPEN, FENCE_CLOSE, FOOTER]))

@@ -41,6 +41,9 @@ SUMMARIES = Counter("bot_summaries_total", "Summary job runs by result (stored, 
 EXTRACTIONS = Counter(
     "bot_extractions_total", "Fact extraction runs by result (stored, nothing_new, skipped, failed, waiting: the user was still writing).", ["result"]
 )
+ENTITY_RUNS = Counter(
+    "bot_entity_runs_total", "Pass-2 (entity extraction) runs by result (stored, nothing_new, skipped, failed, discarded).", ["result"]
+)
 REST_SENDS = Counter(
     "bot_rest_messages_total", "Replies sent through Twilio's Messages API (REPLY_MODE=rest), by result.", ["result"]
 )

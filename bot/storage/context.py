@@ -21,7 +21,6 @@ stood when they arrived; their pairs are appended in the order they complete.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import redis
@@ -40,13 +39,13 @@ from bot.storage.keys import (
 from bot.storage.records import Pair, as_float, as_int, decode_pairs, flat_to_dict, text
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.scripts import Scripts
+from bot.storage.job_triggers import JobTriggers, new_token
 from bot.storage.triggers import EXTRACTION, SummaryPolicy
 
 #: A recent window with no bound in bytes (the full-history baseline, tests of pair counts).
 NO_BYTE_BOUND = 10**9
 
 #: The user hashes a trigger can live in, by the name TriggerRule.hash uses.
-TRIGGER_HASHES = {"context": CONTEXT_PREFIX, "memory": MEMORY_PREFIX}
 
 
 @dataclass
@@ -142,13 +141,8 @@ def context_from_hash(data: dict[str, str]) -> Context:
     )
 
 
-def new_token() -> str:
-    """Return a short random token for claims and job triggers."""
-    return uuid.uuid4().hex[:16]
-
-
-class ContextStore:
-    """Per-user conversation state in Redis."""
+class ContextStore(JobTriggers):
+    """Per-user conversation state in Redis, and the triggers of its background jobs."""
 
     def __init__(
         self,
@@ -328,59 +322,6 @@ class ContextStore:
             },
         )
         return bool(applied), text(reason)
-
-    def _trigger_key(self, user: str, name: str) -> tuple[dict[str, str], str]:
-        rule = self.policy.rule(name)
-        return {"hash": user_key(TRIGGER_HASHES[rule.hash], user)}, rule.job
-
-    def take_trigger(self, user: str, name: str, now: float | None = None) -> str:
-        """Take a job's trigger now, whoever held it (a topic shift); return its token."""
-        token = self._take(user, name, now, held=None)
-        assert token is not None  # unconditional
-        return token
-
-    def renew_trigger(self, user: str, name: str, token: str, now: float | None = None) -> str | None:
-        """Hand the trigger the job with `token` holds to a new token (its next look, queued
-        for later); None when that job no longer holds it (erased, or taken over)."""
-        return self._take(user, name, now, held=token)
-
-    def _take(self, user: str, name: str, now: float | None, held: str | None) -> str | None:
-        fresh = new_token()
-        keys, job = self._trigger_key(user, name)
-        args = {"job": job, "now": time.time() if now is None else now, "token": fresh, "held": held}
-        return fresh if self.scripts.run("take_trigger", keys, args) else None
-
-    def release_trigger(self, user: str, name: str, token: str) -> bool:
-        """Let the next pair trigger the job again, if the job with `token` still holds it."""
-        keys, job = self._trigger_key(user, name)
-        return bool(self.scripts.run("release_trigger", keys, {"job": job, "token": token}))
-
-    def retrigger(self, user: str, name: str, now: float | None = None) -> str | None:
-        """After a job of this kind ends: take its trigger again if pairs that came while it
-        ran make it due; return the new job's token, or None."""
-        token = new_token()
-        taken = self.scripts.run(
-            "retrigger",
-            self._pick(user, "context", "pending", "memory"),
-            {
-                "rule": self.policy.rule(name).to_lua(token),
-                "now": time.time() if now is None else now,
-                "job_lease": self.policy.job_lease_s,
-            },
-        )
-        return token if taken else None
-
-    def trigger_tokens(self, user: str) -> dict[str, str]:
-        """Return the token of each job trigger the user's hashes hold now (job kind -> token)."""
-        rules = self.policy.triggers()
-        try:
-            with self.redis.pipeline(transaction=False) as pipe:
-                for rule in rules:
-                    pipe.hget(user_key(TRIGGER_HASHES[rule.hash], user), f"{rule.job}_token")
-                values = pipe.execute()
-        except redis.RedisError as err:
-            raise StoreUnavailable(str(err)) from err
-        return {rule.name: text(v) for rule, v in zip(rules, values) if v}
 
     def reset(self, user: str) -> bool:
         """Clear summary, recent and pending pairs and the counter; return whether any existed."""

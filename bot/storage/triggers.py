@@ -16,10 +16,12 @@ from typing import Any
 SUMMARY = "summary"
 EXTRACTION = "extraction"
 IDLE_SUMMARY = "idle_summary"
+ENTITIES = "entities"
 #: The trigger fields' prefixes (<job>_at, <job>_token), as they have always been named.
 SUMMARY_JOB = "summary_job"
 EXTRACTION_JOB = "extract_job"
 IDLE_JOB = "idle_job"
+ENTITY_JOB = "entity_job"
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,11 @@ class SummaryPolicy:
             TriggerRule(IDLE_SUMMARY, "context", "summarized_seq", IDLE_JOB, 0, 1 if self.idle_summary else 0),
         )
 
+    def background_rules(self) -> tuple[TriggerRule, ...]:
+        """Return the jobs no stored pair makes due, only another job: pass 2 of extraction,
+        queued by a fact extraction that changed facts (its cursor is unused: it reads facts)."""
+        return (TriggerRule(ENTITIES, "memory", "entities_version", ENTITY_JOB, 0),)
+
     def rule(self, name: str) -> TriggerRule:
         """Return the trigger rule of one job kind."""
-        return next(rule for rule in self.triggers() if rule.name == name)
+        return next(rule for rule in (*self.triggers(), *self.background_rules()) if rule.name == name)

@@ -8,16 +8,18 @@ import redis
 
 from bot.jobs.queue import JobQueue
 from bot.storage.context import ContextStore
+from bot.storage.entities import EntityStore
 from bot.storage.facts import FactStore
 from bot.storage.memory_meta import MemoryMetaStore
 
 
 @dataclass
 class UserData:
-    """Where a user's conversation, facts, memory settings and background jobs live."""
+    """Where a user's conversation, facts, entities, memory settings and background jobs live."""
 
     redis: redis.Redis
     store: ContextStore
     facts: FactStore
     meta: MemoryMetaStore
     jobs: JobQueue | None = None
+    entities: EntityStore | None = None

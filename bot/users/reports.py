@@ -46,8 +46,17 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
             "failed_job_ids": jobs.failed_summaries(user) if jobs is not None else [],
         },
         "facts": memory_report(data, user),
+        "entities": entity_report(data, user),
         "keys": key_report(data.redis, user_keys(user)),
     }
+
+
+def entity_report(data: UserData, user: str) -> list[dict[str, Any]]:
+    """Return the user's entities, most mentioned first."""
+    if data.entities is None:
+        return []
+    entities = data.entities.load(user).entities.values()
+    return [e.to_public() for e in sorted(entities, key=lambda e: (-len(e.facts), e.key))]
 
 
 def export_user(data: UserData, user: str) -> dict[str, Any]:
@@ -69,6 +78,7 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
             "last_interaction_timestamp": context.last_interaction,
         },
         "facts": memory_report(data, user),
+        "entities": entity_report(data, user),
         "recent_replies": seen_records(data.redis, user),
         "keys": key_report(data.redis, user_keys(user)),
     }

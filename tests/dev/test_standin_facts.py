@@ -87,7 +87,7 @@ def test_fact_shape_and_scores() -> None:
     assert [f["key"] for f in facts] == ["name", "allergies"]
     name, allergy = facts
     assert set(name) == {"key", "value", "category", "confidence", "importance",
-                         "scope", "explicit"}
+                         "scope", "explicit", "temporal_stability"}
     assert (name["category"], name["importance"], name["confidence"]) == ("identity", 0.9, 0.9)
     assert (allergy["category"], allergy["importance"]) == ("health", 0.95)
     assert name["scope"] == "user" and name["explicit"] is False

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.memory.schema import parse_extraction
+import json
+
+from bot.memory.schema import EXTRACTION_SCHEMA, parse_extraction
 
 
 # -- parsing the model's output ----------------------------------------------------------------
@@ -36,3 +38,21 @@ def test_invalid_items_are_skipped_one_by_one() -> None:
     bad_item = ITEM.replace('"confidence": 0.9', '"confidence": 7')
     facts, bad = parse_extraction('{"facts": [' + ITEM + "," + bad_item + "]}")
     assert len(facts) == 1 and bad == 1
+
+
+@pytest.mark.parametrize(
+    ("stability", "scope", "stored_in"),
+    [("ephemeral", "user", "session"), ("static", "session", "user"), ("dynamic", "session", "user"),
+     ("unknown", "session", "session"), ("unknown", "user", "user")],
+)
+def test_temporal_stability_decides_the_scope(stability: str, scope: str, stored_in: str) -> None:
+    item = {"key": "plans", "value": "x", "confidence": 0.9, "importance": 0.5, "scope": scope,
+            "temporal_stability": stability}
+    [fact], bad = parse_extraction(json.dumps({"facts": [item]}))
+    assert bad == 0 and fact.target_scope == stored_in
+
+
+def test_the_schema_asks_for_temporal_stability() -> None:
+    item = EXTRACTION_SCHEMA["json_schema"]["schema"]["properties"]["facts"]["items"]
+    assert "temporal_stability" in item["required"]
+    assert item["properties"]["temporal_stability"]["enum"] == ["static", "dynamic", "ephemeral", "unknown"]

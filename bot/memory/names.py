@@ -1,0 +1,81 @@
+"""How entity names are compared: one normalization for stored names and incoming text alike.
+
+`normalize_name("São Paulo")` is "sao paulo": Unicode NFKD with the combining marks dropped,
+case folded, every run of other characters than letters and digits one space. An entity's
+normalized key is `TYPE:normalized name` ("PET:rex"), so the same thing written with other
+case, accents or punctuation is one entity, not two.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+_NOT_ALNUM = re.compile(r"[^0-9a-z]+")
+_WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+_POSSESSIVE = re.compile(r"['’]s?$")
+
+#: Entity types whose names take a plural ("my Kindles", "the Teslas"): their level-2 match
+#: also tries a message word without its plural ending. Never names of people, pets or
+#: places: "Lucas" is not the plural of "Luca".
+PLURAL_TYPES = frozenset({"PRODUCT", "TOOL", "SYSTEM", "PROJECT", "EVENT", "CONCEPT", "FILE", "SKILL"})
+
+
+def fold(text: str) -> str:
+    """Return text with accents dropped and case folded, characters otherwise kept."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+def normalize_name(name: str) -> str:
+    """Return the comparable form of a name: folded, letters and digits, single spaces."""
+    return _NOT_ALNUM.sub(" ", fold(name)).strip()
+
+
+def words(text: str) -> list[str]:
+    """Return the words of a text, a possessive ending dropped ("Ana's" is Ana)."""
+    return [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
+
+
+def comparable(text: str) -> str:
+    """Return how a name or a run of message words is compared: its words, normalized."""
+    return normalize_name(" ".join(words(text)))
+
+
+def entity_key(entity_type: str, name: str) -> str:
+    """Return an entity's normalized key, `TYPE:normalized name`."""
+    return f"{entity_type.upper()}:{normalize_name(name)}"
+
+
+@dataclass(frozen=True)
+class Gram:
+    """A run of consecutive words of a message, as written and normalized."""
+
+    text: str  # as written, words joined by one space
+    norm: str  # normalize_name(text)
+    start: int  # index of its first word
+    size: int  # how many words
+
+
+def word_grams(message: str, max_words: int) -> list[Gram]:
+    """Return every run of 1..max_words consecutive words of the message."""
+    found = words(message)
+    grams = []
+    for size in range(1, max_words + 1):
+        for start in range(len(found) - size + 1):
+            raw = " ".join(found[start : start + size])
+            norm = normalize_name(raw)
+            if norm:
+                grams.append(Gram(raw, norm, start, size))
+    return grams
+
+
+def singular_forms(norm: str) -> tuple[str, ...]:
+    """Return what a normalized word run may be the plural of ("kindles" -> "kindle")."""
+    if len(norm) < 4 or not norm.endswith("s") or norm.endswith("ss"):
+        return ()
+    forms = [norm[:-1]]
+    if norm.endswith("es"):
+        forms.append(norm[:-2])
+    return tuple(forms)
