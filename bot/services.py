@@ -32,6 +32,7 @@ from bot.llm.client import LLMClient, make_openai_client
 from bot.llm.prompts import Prompt, load_prompt
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.memory.matching import EntityMatcher
+from bot.memory.names import entity_key
 from bot.storage.connection import QUEUE_REQUIRED, is_cluster, make_redis
 from bot.storage.context import NO_BYTE_BOUND, ContextStore
 from bot.storage.entities import EntityStore
@@ -197,7 +198,7 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         entities=load_prompt("extract_entities", settings.PROMPTS_DIR),
     )
     check_frame(prompts.reply, counter)
-    entities = EntityStore(client, ttl_seconds=ttls.facts)
+    entities = EntityStore(client, entity_key, ttl_seconds=ttls.facts)
     users = UserData(client, store, facts, meta, jobs, entities)
     matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
     steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher)

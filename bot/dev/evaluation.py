@@ -129,6 +129,20 @@ def aggregate(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def eval_llm(services: Services, base_url: str | None, model: str | None, api_key: str | None) -> LLMClient:
+    """Return the model client an eval uses: the configured one, or one for another endpoint."""
+    settings = services.settings
+    if not (base_url or api_key):
+        return services.llm
+    client = openai.OpenAI(
+        api_key=api_key or settings.openai_api_key,
+        base_url=base_url or settings.OPENAI_BASE_URL,
+        timeout=30,
+        max_retries=0,
+    )
+    return LLMClient(client, model or settings.extraction_model, timeout_s=30, max_retries=2, deadline_s=120)
+
+
 def run_evaluation(
     services: Services,
     cases: list[Case],
@@ -140,15 +154,7 @@ def run_evaluation(
 ) -> dict[str, Any]:
     """Replay every case through extraction on a private Redis and score it."""
     settings = services.settings
-    llm = services.llm
-    if base_url or api_key:
-        client = openai.OpenAI(
-            api_key=api_key or settings.openai_api_key,
-            base_url=base_url or settings.OPENAI_BASE_URL,
-            timeout=30,
-            max_retries=0,
-        )
-        llm = LLMClient(client, model or settings.extraction_model, timeout_s=30, max_retries=2, deadline_s=120)
+    llm = eval_llm(services, base_url, model, api_key)
     model = model or settings.extraction_model
     rules = FactRules.from_settings(settings)
     results = []

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import combinations
 from typing import Iterable
 
 from rapidfuzz import fuzz
 
 from bot.memory.names import comparable, entity_key
-from bot.storage.entities import Entity
+from bot.storage.entities import Entity, relate
 
 #: Pass 2's types: the design note's, and what WhatsApp users talk about (PET, PRODUCT, EVENT).
 ENTITY_TYPES = (
@@ -31,8 +30,6 @@ ENTITY_TYPES = (
 )
 #: The aliases one entity keeps (the newest go first when over).
 MAX_ALIASES = 6
-#: RELATED edges kept per entity, the heaviest.
-MAX_RELATED = 8
 #: Words that make a name generic ("the doctor", "my boss"): never an entity.
 _GENERIC_START = re.compile(r"^(the|a|an|my|our|your|his|her|their|this|that|some)\s", re.IGNORECASE)
 _NOT_A_NAME = re.compile(
@@ -83,10 +80,28 @@ def _same_thing(entity: Entity, mention: Mention, similarity: float) -> bool:
     return fuzz.ratio(canonical, comparable(mention.name)) >= similarity * 100
 
 
+#: Titles set aside when a short form is compared with a full name ("Dr Matusse").
+_TITLES = frozenset("dr dra mr mrs ms miss prof sr sra srta mme mlle herr frau".split())
+
+
+def _initials(name: str, capitals_only: bool = False) -> str:
+    """Return a name's initials, of every word or of its capitalised words only."""
+    words = [w for w in name.split() if not capitals_only or w[:1].isupper()]
+    return "".join(w[0] for w in words).lower()
+
+
 def _short_form_of(short: str, full: str) -> bool:
-    """Return whether `short` is the first word(s) of the longer name `full`."""
-    a, b = comparable(short).split(), comparable(full).split()
-    return 0 < len(a) < len(b) and b[: len(a)] == a
+    """Return whether `short` names `full` in fewer words: its first or last word(s), a
+    title set aside ("Matt", "Reverdin", "Dr Matusse"), or its initials ("DPMB", "UEM")."""
+    a = [w for w in comparable(short).split() if w not in _TITLES]
+    b = comparable(full).split()
+    if not a or len(a) >= len(b):
+        return False
+    if b[: len(a)] == a or b[-len(a) :] == a:
+        return True
+    plain = short.strip()
+    return (len(a) == 1 and 2 <= len(plain) <= 6 and plain.isupper()
+            and a[0] in (_initials(full), _initials(full, capitals_only=True)))
 
 
 def _join(entity: Entity, mention: Mention) -> None:
@@ -121,27 +136,6 @@ def _find(entities: dict[str, Entity], mention: Mention, similarity: float) -> E
     if len(longer) == 1 and not shorter:
         return longer[0]
     return None
-
-
-def relate(entities: dict[str, Entity]) -> None:
-    """Recompute RELATED edges: entities named in the same fact, weighted by how many facts
-    they share (one: 0.75, two: 0.875, ...), the MAX_RELATED heaviest kept per entity."""
-    shared: dict[tuple[str, str], int] = {}
-    by_fact: dict[str, list[str]] = {}
-    for key, entity in entities.items():
-        for fact in entity.facts:
-            by_fact.setdefault(fact, []).append(key)
-    for keys in by_fact.values():
-        for a, b in combinations(sorted(set(keys)), 2):
-            shared[(a, b)] = shared.get((a, b), 0) + 1
-    edges: dict[str, dict[str, float]] = {key: {} for key in entities}
-    for (a, b), count in shared.items():
-        weight = 1 - 0.5 ** (count + 1)
-        edges[a][b] = weight
-        edges[b][a] = weight
-    for key, entity in entities.items():
-        heaviest = sorted(edges[key].items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_RELATED]
-        entity.related = dict(heaviest)
 
 
 def absorb(

@@ -20,7 +20,7 @@ from bot.memory.entities import ENTITY_TYPES, AbsorbStats, Mention, absorb
 from bot.memory.fence import inert
 from bot.memory.names import comparable
 from bot.memory.schema import json_items
-from bot.storage.entities import Entity, EntityState, EntityStore, fact_stamp
+from bot.storage.entities import Entity, EntityState, EntityStore, fact_hash
 from bot.storage.facts import FactStore
 from bot.storage.records import Fact
 
@@ -199,17 +199,19 @@ def read_entities(
             llm, prompt, render_entity_request(list(state.entities.values()), batch), model=model
         )
         mentions = mentions_from(items, batch)
-    stamps = {f.key: fact_stamp(f, prompt.version) for f in batch}
+    read = {fact_hash(f) for f in batch}
     stats = AbsorbStats()
 
     def change(now: EntityState) -> EntityState:
         nonlocal stats
         merged, stats = absorb(
-            now.entities, mentions, [*stamps, *gone],
+            now.entities, mentions, [*(f.key for f in batch), *gone],
             similarity=rules.merge_similarity, min_confidence=rules.min_confidence, max_entities=rules.max_entities,
         )
-        kept = {k: v for k, v in now.stamps.items() if k not in gone}
-        return EntityState(entities=merged, stamps={**kept, **stamps})
+        # keep the hashes of facts as they stand (a changed fact's old value goes), if read
+        # with this prompt: another version's reads count for nothing
+        still = {fact_hash(f) for f in current.values()} if now.prompt_version == prompt.version else set()
+        return EntityState(entities=merged, read=(now.read & still) | read, prompt_version=prompt.version)
 
     if entities.update(user, token, change) is None:
         log.info("entities.discarded", reason="erased_opted_out_or_superseded")

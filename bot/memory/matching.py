@@ -15,6 +15,7 @@ An index is built once per user and entities version, and kept per process (Inde
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -22,13 +23,24 @@ from typing import Any, Iterable
 
 from rapidfuzz import fuzz, process
 
-from bot.memory.names import PLURAL_TYPES, comparable, singular_forms, word_grams
+from bot.memory.names import (
+    PLURAL_TYPES,
+    Gram,
+    comparable,
+    normalize_name,
+    possessive_ends,
+    singular_forms,
+    word_grams,
+    words,
+)
 from bot.storage.entities import Entity, EntityStore
 
 #: Longest name, in words, looked for in a message.
 MAX_NAME_WORDS = 4
 #: Names shorter than this are never matched fuzzily: too many near neighbours.
 MIN_FUZZY_CHARS = 3
+#: A message word shorter than this is never a misspelling of a name ("lol" is not "Lolo").
+MIN_FUZZY_WORD = 4
 #: Ordinary words that are also names people give things: such a name, written in lower
 #: case in the message, is the word, not the entity ("an apple a day", "a rocky road").
 COMMON_WORDS = frozenset(
@@ -40,6 +52,26 @@ COMMON_WORDS = frozenset(
     "mercury jordan georgia chelsea florence paris victoria "
     "target shell oracle slack notion zoom teams office word excel signal "
     "bean bolt chip dot echo flash ghost jazz ace blue red"
+    .split()
+)
+
+
+#: Short words of the languages users write in, and chat slang: never a short form or a
+#: misspelling of a name ("Can" is not Candace, "The" not Thelma, "lol" not Lolo).
+STOPWORDS = frozenset(
+    "a an and are as at be but by can could did do does for from had has have he her his how i if in is it "
+    "its me my no not of on or our she so that the their them then there they this to too us was we were "
+    "what when where which who why will with would yes you your also just like well very much more some any "
+    "all one two get got going good great thanks thank please hello hi hey ok okay sure lol omg btw haha "
+    "hahaha kkk jaja jeje xd "
+    "o os as um uma e de do da dos das em no na nos nas por para com que se ele ela eles elas eu tu voce "
+    "você mas mais muito bem sim nao não obrigado obrigada ola olá oi tudo como quando onde qual "
+    "el la los las un una y en por con que se lo le les yo tu usted pero mas muy bien si gracias hola "
+    "como cuando donde cual "
+    "le la les un une et de du des en que qui je tu il elle nous vous ils mais tres très bien oui non merci "
+    "bonjour salut "
+    "der die das ein eine und in im mit von zu ich du er sie wir ihr aber sehr gut ja nein danke hallo wie "
+    "wann wo was"
     .split()
 )
 
@@ -62,11 +94,94 @@ class EntityMatch:
 
     def explain(self) -> str:
         """Return why it matched, for a person: "entity Rex, fuzzy 0.91"."""
-        how = self.strategy if self.strategy != "fuzzy" else f"fuzzy {self.score:.2f}"
+        how = self.strategy if self.strategy in ("exact", "normalized") else f"{self.strategy} {self.score:.2f}"
         return f"entity {self.name}, {how}"
 
 
-_RANK = {"exact": 0, "normalized": 1, "fuzzy": 2}
+_SENTENCES = re.compile(r"[.!?;\n]+(?:\s|$)|\n")
+_RANK = {"exact": 0, "normalized": 1, "fuzzy": 2, "nickname": 3}
+#: Types whose names are proper names: a capitalised word right after one means a longer
+#: name ("Dakar Rally", "Kwame Nkrumah"), not this entity.
+PROPER_TYPES = frozenset({"PERSON", "PET", "PLACE", "ORG", "EVENT"})
+#: Types people shorten ("Kev" for Kevin, "Benja" for Benjamin), and how much of the name a
+#: short form must keep.
+NICKNAME_TYPES = frozenset({"PERSON", "PET"})
+MIN_NICKNAME_SHARE = 0.35
+#: Endings a short form may take ("Luki" for Lukas, "Meggie" for Meg); never "o" or "a",
+#: which make another name ("Mario", "Maria").
+DIMINUTIVE_ENDINGS = ("y", "ie", "i", "sy", "gie", "ito", "ita", "inho", "inha", "ucha", "chen", "ke", "ki")
+#: Capitalised by convention (days, months, holidays), not because they continue a name.
+_CALENDAR = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july "
+    "august september october november december christmas easter xmas ramadan eid diwali hanukkah thanksgiving "
+    "halloween carnival carnaval".split()
+)
+
+
+#: Words that may stand capitalised before a name without making it another name ("Dr Costa",
+#: "Aunt Maria", "Happy birthday Ana").
+_BEFORE_A_NAME = frozenset(
+    "dr mr mrs ms miss sir madam uncle aunt auntie tia tio tía tío grandma grandpa granny nana oma opa vovo vovó "
+    "avo avó mom mum dad mama papa happy dear hi hello hey thanks thank merry congrats congratulations good "
+    "little baby big old young sweet poor".split()
+)
+#: Small words inside a longer proper name ("Waiting for Godot", "Bank of America").
+_NAME_JOINERS = frozenset("of for the de da do dos das del la le von van der den di".split())
+#: Words that introduce a person: what follows is a person, not a place or a thing.
+_PERSON_BEFORE = frozenset(
+    "daughter son wife husband sister brother mother father friend boss colleague neighbour neighbor cousin "
+    "niece nephew girlfriend boyfriend partner named called".split()
+)
+#: An article before a name makes it a kind of thing ("an Elsa costume", "an Islay malt").
+_ARTICLES = frozenset({"an"})  # not "a": in Spanish and Portuguese it comes before names
+
+
+def _capitalised(word: str) -> bool:
+    """Return whether a word is written like a name (Capitalised, not all capitals: "OK", "I")."""
+    return word[:1].isupper() and not word.isupper() and normalize_name(word) not in _CALENDAR
+
+
+def name_forms(entity: Entity) -> list[str]:
+    """Return the names a message may use for an entity: the name, the aliases, and for a
+    person with a full name its first and last names ("Fernando", "Matusse")."""
+    forms = entity.names()
+    if entity.type == "PERSON":
+        for name in entity.names():
+            parts = name.split()
+            if len(parts) > 1:
+                forms += [p for p in (parts[0], parts[-1])
+                          if len(p) >= MIN_FUZZY_CHARS and normalize_name(p) not in STOPWORDS | COMMON_WORDS]
+    return list(dict.fromkeys(forms))
+
+
+def nickname_share(word: str, name: str) -> float:
+    """Return how much of `name` a short form `word` keeps ("Kev" of "kevin": 0.6), with a
+    diminutive ending allowed after it ("Luki": "luk" + "i"); 0 when it is not one."""
+    stems = [word] + [word[: -len(e)] for e in DIMINUTIVE_ENDINGS if word.endswith(e) and len(word) > len(e)]
+    best = 0.0
+    for stem in stems:
+        if len(stem) >= MIN_FUZZY_CHARS and name.startswith(stem) and word != name:
+            best = max(best, len(stem) / len(name))
+    return best
+
+
+def _inside_longer_name(tokens: list[str], ends: list[bool], at: int) -> bool:
+    """Return whether the word at `at` is part of a longer capitalised name: a capitalised
+    word right after it, or before it (not the sentence's first word, not a title such as
+    "Dr" or "Aunt"), also across a joiner ("Bank of America"). A possessive ends a name:
+    in "Ana's Porto flat" Ana and Porto are two."""
+    def neighbour(step: int) -> str:
+        i = at + step
+        if 0 <= i < len(tokens) and normalize_name(tokens[i]) in _NAME_JOINERS:
+            i += step
+        if not (0 <= i < len(tokens)) or (step < 0 and i == 0):
+            return ""
+        if ends[min(i, at)]:  # a possessive between the two words
+            return ""
+        return tokens[i]
+
+    after, before = neighbour(1), neighbour(-1)
+    return _capitalised(after) or (_capitalised(before) and normalize_name(before) not in _BEFORE_A_NAME)
 
 
 class EntityIndex:
@@ -77,9 +192,10 @@ class EntityIndex:
         self.exact: dict[str, set[str]] = {}
         self.normal: dict[str, set[str]] = {}
         self.fuzzy: dict[tuple[int, str], list[tuple[str, str]]] = {}  # (words, initial) -> [(name, key)]
+        self.nick: dict[str, list[tuple[str, str]]] = {}  # first 3 letters -> [(first name word, key)]
         self.max_words = 1
         for key, entity in self.entities.items():
-            for name in entity.names():
+            for name in name_forms(entity):
                 norm = comparable(name)
                 if not norm:
                     continue
@@ -89,50 +205,100 @@ class EntityIndex:
                 self.normal.setdefault(norm, set()).add(key)
                 if len(norm) >= MIN_FUZZY_CHARS:
                     self.fuzzy.setdefault((size, norm[0]), []).append((norm, key))
+                first = norm.split()[0]
+                if entity.type in NICKNAME_TYPES and len(first) >= MIN_FUZZY_CHARS:
+                    self.nick.setdefault(first[:MIN_FUZZY_CHARS], []).append((first, key))
 
-    def _hit(self, found: dict[str, EntityMatch], key: str, strategy: str, score: float, text: str) -> None:
+    def _allowed(
+        self, key: str, gram: Gram, tokens: list[str], ends: list[bool], careful: bool, strategy: str
+    ) -> bool:
+        """Return whether a candidate stands: written as a name where the writer capitalises,
+        not a common word, not the start or end of a longer proper name."""
         entity = self.entities[key]
-        old = found.get(key)
-        if old is None or (_RANK[strategy], -score) < (_RANK[old.strategy], -old.score):
-            found[key] = EntityMatch(key, entity.name, entity.type, strategy, score, text)
+        if strategy != "exact" and careful and gram.size == 1 and gram.text.islower() and entity.name[:1].isupper():
+            return False  # "lima beans", "strawberry mochi": the word, not the name
+        if gram.size == 1 and gram.text.islower() and gram.norm in COMMON_WORDS | STOPWORDS:
+            return False
+        if gram.size == 1 and strategy in ("fuzzy", "nickname") and gram.norm in STOPWORDS:
+            return False
+        if gram.size == 1 and _inside_longer_name(tokens, ends, gram.start):
+            return False  # "Dakar Rally", "Instituto Cervantes", "Waiting for Godot"
+        before = normalize_name(tokens[gram.start - 1]) if gram.start > 0 else ""
+        if entity.type in NICKNAME_TYPES and before in _ARTICLES:
+            return False  # "an Elsa costume": a kind of thing, not the person
+        if entity.type not in NICKNAME_TYPES and before in _PERSON_BEFORE:
+            return False  # "daughter Alexandra": a person, not the place Alexandria
+        if strategy == "fuzzy" and entity.type not in PLURAL_TYPES:
+            name = comparable(entity.name)
+            if gram.norm in (name + "s", name + "es"):  # the plural of a word, not a typo of the name
+                return False
+        return True
 
     def match(self, message: str, threshold: float) -> list[EntityMatch]:
         """Return the known entities the message names, best first (level, then score)."""
         if not self.entities or not message:
             return []
-        found: dict[str, EntityMatch] = {}
+        hits: list[tuple[str, str, float, Gram]] = []
+        sentences = [s for s in _SENTENCES.split(message) if s.strip()]  # a name never runs across a full stop
+        # Whether the writer capitalises at all (a phone does the first letter): then a
+        # one-word name in lower case is the ordinary word ("strawberry mochi", "lima beans"),
+        # not the pet or the city. A writer who never capitalises gets lower-case matches.
+        careful = any(t[:1].isupper() and t != "I" for s in sentences for t in words(s))
+        for sentence in sentences:
+            hits += self._sentence_hits(sentence, threshold, careful)
+        return self._best(hits)
+
+    def _sentence_hits(self, sentence: str, threshold: float, careful: bool) -> list[tuple[str, str, float, Gram]]:
+        """Return every candidate match in one sentence, by level."""
+        tokens = words(sentence)
+        ends = possessive_ends(sentence)
+        hits: list[tuple[str, str, float, Gram]] = []
         matched_words: set[int] = set()
-        grams = word_grams(message, self.max_words)
+        grams = word_grams(sentence, self.max_words)
+
+        def take(keys: Iterable[str], strategy: str, score: float, gram: Gram) -> bool:
+            kept = [k for k in keys if self._allowed(k, gram, tokens, ends, careful, strategy)]
+            hits.extend((k, strategy, score, gram) for k in kept)
+            if kept:
+                matched_words.update(range(gram.start, gram.start + gram.size))
+            return bool(kept)
+
         for gram in grams:
-            span = range(gram.start, gram.start + gram.size)
-            common = gram.size == 1 and gram.text.islower() and gram.norm in COMMON_WORDS
-            keys = self.exact.get(gram.text)
-            if keys:
-                for key in keys:
-                    self._hit(found, key, "exact", 1.0, gram.text)
-                matched_words.update(span)
-                continue
-            if common:
+            if take(self.exact.get(gram.text, ()), "exact", 1.0, gram):
                 continue
             keys = set(self.normal.get(gram.norm, ()))
             for singular in singular_forms(gram.norm):
                 keys |= {k for k in self.normal.get(singular, ()) if self.entities[k].type in PLURAL_TYPES}
-            for key in keys:
-                self._hit(found, key, "normalized", 1.0, gram.text)
-            if keys:
-                matched_words.update(span)
+            take(keys, "normalized", 1.0, gram)
         cutoff = threshold * 100
         for gram in grams:
             if len(gram.norm) < MIN_FUZZY_CHARS or matched_words.intersection(range(gram.start, gram.start + gram.size)):
                 continue
-            if gram.size == 1 and gram.text.islower() and gram.norm in COMMON_WORDS:
+            if len(gram.norm) >= MIN_FUZZY_WORD:
+                choices = self.fuzzy.get((gram.size, gram.norm[0]), [])
+                names = [name for name, _ in choices]
+                for _name, score, at in process.extract(gram.norm, names, scorer=fuzz.ratio, score_cutoff=cutoff, limit=3):
+                    take([choices[at][1]], "fuzzy", score / 100, gram)
+            if gram.size == 1 and _capitalised(gram.text) and gram.norm not in COMMON_WORDS:
+                for first, key in self.nick.get(gram.norm[:MIN_FUZZY_CHARS], ()):
+                    share = nickname_share(gram.norm, first)
+                    if share >= MIN_NICKNAME_SHARE:
+                        take([key], "nickname", round(share, 3), gram)
+        return hits
+
+    def _best(self, hits: list[tuple[str, str, float, Gram]]) -> list[EntityMatch]:
+        """Keep each entity's best match, and no match inside a longer one ("Hamburg" in
+        "Hamburg Marathon")."""
+        spans = [(g.start, g.start + g.size) for _k, _s, _sc, g in hits]
+        found: dict[str, EntityMatch] = {}
+        for key, strategy, score, gram in hits:
+            lo, hi = gram.start, gram.start + gram.size
+            if any(a <= lo and hi <= b and (b - a) > (hi - lo) for a, b in spans):
                 continue
-            choices = self.fuzzy.get((gram.size, gram.norm[0]))
-            if not choices:
-                continue
-            names = [name for name, _ in choices]
-            for _name, score, at in process.extract(gram.norm, names, scorer=fuzz.ratio, score_cutoff=cutoff, limit=3):
-                self._hit(found, choices[at][1], "fuzzy", score / 100, gram.text)
+            old = found.get(key)
+            if old is None or (_RANK[strategy], -score) < (_RANK[old.strategy], -old.score):
+                entity = self.entities[key]
+                found[key] = EntityMatch(key, entity.name, entity.type, strategy, score, gram.text)
         return sorted(found.values(), key=lambda m: (_RANK[m.strategy], -m.score, m.key))
 
 

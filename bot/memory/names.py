@@ -38,6 +38,11 @@ def words(text: str) -> list[str]:
     return [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
 
 
+def possessive_ends(text: str) -> list[bool]:
+    """Return, for each word of `words(text)`, whether it ended in a possessive ("Ana's")."""
+    return [bool(_POSSESSIVE.search(w)) for w in _WORD.findall(text)]
+
+
 def comparable(text: str) -> str:
     """Return how a name or a run of message words is compared: its words, normalized."""
     return normalize_name(" ".join(words(text)))

@@ -89,6 +89,7 @@ class MemorySelection:
     dropped: list[tuple[str, str]]  # (key, reason)
     block: str
     tokens: int
+    matches: list[EntityMatch] = field(default_factory=list)  # the entities the message named
 
 
 def relevant_categories(message: str) -> set[str]:
@@ -207,4 +208,4 @@ def select_memory(
         dropped.append((chosen.pop().fact.key, "budget"))
         block = render_block(chosen)
         tokens = counter.message_cost("system", block) if block else 0
-    return MemorySelection(selected=chosen, dropped=dropped, block=block, tokens=tokens)
+    return MemorySelection(selected=chosen, dropped=dropped, block=block, tokens=tokens, matches=list(matches or []))

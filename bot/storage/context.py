@@ -28,6 +28,7 @@ import redis
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import (
     CONTEXT_PREFIX,
+    ENTITIES_PREFIX,
     FACTS_PREFIX,
     MEMORY_PREFIX,
     PENDING_PREFIX,
@@ -175,6 +176,7 @@ class ContextStore(JobTriggers):
             "facts": user_key(FACTS_PREFIX, user),
             "session": user_key(SESSION_FACTS_PREFIX, user),
             "memory": user_key(MEMORY_PREFIX, user),
+            "entities": user_key(ENTITIES_PREFIX, user),
         }
 
     def _pick(self, user: str, *names: str) -> dict[str, str]:

@@ -1,76 +1,87 @@
 """A user's entities (bot/memory/entities.py), and which facts pass 2 has read.
 
-Key ``user_entities:{+E164}`` hash: ``e:<TYPE:normalized name>`` -> entity JSON
-(``n`` name, ``t`` type, ``a`` aliases, ``c`` confidence, ``f`` fact keys that mention it,
-``r`` related entity key -> weight); ``s:<fact key>`` -> ``<content hash>@<prompt version>``
-of the fact as pass 2 last read it (the cache: an unchanged fact is never sent twice).
-In ``user_memory:{+E164}``: ``entities_version`` (moves on at every write, so a process's
-cached match index knows it is stale) and the ``entity_job_at`` / ``entity_job_token``
-trigger (bot/storage/triggers.py).
+Key ``user_entities:{+E164}``: one string, written whole, as compact as a cache can be
+(entities add at most ~40 % to the bytes of the facts they come from). Lines:
+
+    1|<pass-2 prompt version>
+    <type code>|<name>|<confidence, tenths>|<fact key>,<fact key>…|<alias>;<alias>…   one per entity
+    #<base64 of 3-byte hashes of (fact key, value), one per fact read>
+
+Type codes (TYPE_CODES): pe PERSON, pt PET, pl PLACE, or ORG, pr PRODUCT, pj PROJECT, ev EVENT,
+sy SYSTEM, to TOOL, sk SKILL, fi FILE, co CONCEPT. E.g. `pt|Rex|9|dog_name,dog_vet|Rexy`.
+
+MENTIONS are the fact keys of each entity; RELATED edges are derived from them when read
+(entities named in one fact, `relate`), so they can never disagree. The hashes are the
+cache: an unchanged fact is never sent to pass 2 twice; another prompt version reads all
+again. In ``user_memory:{+E164}``: ``entities_version`` (moves on at every change, so a
+process's cached match index knows it is stale) and the ``entity_job_at`` /
+``entity_job_token`` trigger (bot/storage/triggers.py).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
-import json
 from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any, Callable
 
 import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import ENTITIES_PREFIX, MEMORY_PREFIX, user_key
-from bot.storage.records import Fact, text
+from bot.storage.records import Fact, as_float, text
 from bot.storage.triggers import ENTITY_JOB
 
-ENTITY_FIELD = "e:"
-STAMP_FIELD = "s:"
+FORMAT = "1"
+TYPE_CODES = {"PERSON": "pe", "PET": "pt", "PLACE": "pl", "ORG": "or", "PRODUCT": "pr", "PROJECT": "pj",
+              "EVENT": "ev", "SYSTEM": "sy", "TOOL": "to", "SKILL": "sk", "FILE": "fi", "CONCEPT": "co"}
+_TYPES = {code: name for name, code in TYPE_CODES.items()}
+#: Bytes kept of each fact read: a fact changed to a value whose hash another fact of the
+#: user already has is missed with odds of about facts / 2**24 (50 facts: 3 in a million).
+HASH_BYTES = 3
 VERSION_FIELD = "entities_version"
+#: RELATED edges kept per entity, the heaviest.
+MAX_RELATED = 8
 #: Optimistic transactions retry this often when a concurrent write touched the same keys.
 WATCH_RETRIES = 8
+_UNSAFE = str.maketrans({"|": "/", ";": ",", ",": " ", "\n": " ", "\r": " ", "#": " "})
 
 
 @dataclass
 class Entity:
     """One named thing in a user's facts."""
 
-    key: str  # `TYPE:normalized name` (bot/memory/names.py), the hash field after "e:"
+    key: str  # `TYPE:normalized name` (bot/memory/names.py)
     name: str
     type: str
     aliases: list[str] = field(default_factory=list)
     confidence: float = 0.0
     facts: list[str] = field(default_factory=list)  # MENTIONS: keys of the facts naming it
-    related: dict[str, float] = field(default_factory=dict)  # RELATED: entity key -> weight
+    related: dict[str, float] = field(default_factory=dict)  # RELATED: entity key -> weight (derived)
 
     def names(self) -> list[str]:
         """Return the canonical name, then the aliases."""
         return [self.name, *self.aliases]
 
-    def to_json(self) -> str:
-        """Serialize compactly for the user's entity hash."""
-        data: dict[str, Any] = {"n": self.name, "t": self.type, "c": round(self.confidence, 2), "f": self.facts}
-        if self.aliases:
-            data["a"] = self.aliases
-        if self.related:
-            data["r"] = {k: round(w, 3) for k, w in self.related.items()}
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    def to_line(self) -> str:
+        """Return the entity's line in the stored string."""
+        name = self.name.translate(_UNSAFE)
+        aliases = ";".join(a.translate(_UNSAFE) for a in self.aliases)
+        tenths = min(9, max(0, round(self.confidence * 10)))
+        return f"{TYPE_CODES.get(self.type, self.type)}|{name}|{tenths}|{','.join(self.facts)}|{aliases}"
 
     @classmethod
-    def from_json(cls, key: str, raw: str) -> "Entity | None":
-        """Parse a stored entity; None for a corrupt entry (ignored, not fatal)."""
-        try:
-            data = json.loads(raw)
-            return cls(
-                key=key,
-                name=str(data["n"]),
-                type=str(data["t"]),
-                aliases=[str(a) for a in data.get("a", [])],
-                confidence=float(data.get("c", 0)),
-                facts=[str(f) for f in data.get("f", [])],
-                related={str(k): float(w) for k, w in dict(data.get("r", {})).items()},
-            )
-        except (ValueError, KeyError, TypeError, AttributeError):
+    def from_line(cls, key_of: Callable[[str, str], str], line: str) -> "Entity | None":
+        """Parse one stored line; None for a corrupt one (ignored, not fatal)."""
+        parts = line.split("|")
+        if len(parts) != 5 or not parts[0] or not parts[1]:
             return None
+        code, name, tenths, facts, aliases = parts
+        kind = _TYPES.get(code, code)
+        return cls(key_of(kind, name), name, kind, [a for a in aliases.split(";") if a],
+                   (as_float(tenths, "entity confidence") or 0.0) / 10, [f for f in facts.split(",") if f])
 
     def to_public(self) -> dict[str, Any]:
         """Return the entity as the CLI, the admin API and export show it."""
@@ -80,58 +91,87 @@ class Entity:
         }
 
 
-def fact_stamp(fact: Fact, prompt_version: str) -> str:
-    """Return what pass 2 records of a fact it read: its content's hash and the prompt's version."""
-    digest = hashlib.sha1(f"{fact.key}\n{fact.value}".encode()).hexdigest()[:10]
-    return f"{digest}@{prompt_version}"
+def fact_hash(fact: Fact) -> bytes:
+    """Return the bytes pass 2 keeps of a fact it read: a hash of its key and value."""
+    return hashlib.blake2b(f"{fact.key}\n{fact.value}".encode(), digest_size=HASH_BYTES).digest()
+
+
+def relate(entities: dict[str, Entity]) -> None:
+    """Set RELATED edges: entities named in the same fact, weighted by how many facts they
+    share (one: 0.75, two: 0.875, ...), the MAX_RELATED heaviest kept per entity."""
+    shared: dict[tuple[str, str], int] = {}
+    by_fact: dict[str, list[str]] = {}
+    for key, entity in entities.items():
+        for fact in entity.facts:
+            by_fact.setdefault(fact, []).append(key)
+    for keys in by_fact.values():
+        for a, b in combinations(sorted(set(keys)), 2):
+            shared[(a, b)] = shared.get((a, b), 0) + 1
+    edges: dict[str, dict[str, float]] = {key: {} for key in entities}
+    for (a, b), count in shared.items():
+        edges[a][b] = edges[b][a] = 1 - 0.5 ** (count + 1)
+    for key, entity in entities.items():
+        entity.related = dict(sorted(edges[key].items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_RELATED])
 
 
 @dataclass
 class EntityState:
-    """A user's entities and the stamps of the facts they were read from."""
+    """A user's entities, and the facts pass 2 read them from (by hash, with its prompt version)."""
 
     entities: dict[str, Entity] = field(default_factory=dict)
-    stamps: dict[str, str] = field(default_factory=dict)  # fact key -> fact_stamp
+    read: set[bytes] = field(default_factory=set)  # fact_hash of every fact read
+    prompt_version: str = ""
 
     def unread(self, facts: dict[str, Fact], prompt_version: str) -> tuple[list[str], list[str]]:
-        """Return (facts to read: new or changed since, facts gone since read)."""
-        changed = [k for k, f in facts.items() if self.stamps.get(k) != fact_stamp(f, prompt_version)]
-        gone = [k for k in self.stamps if k not in facts]
-        return changed, gone
+        """Return (facts to read: new or changed since, or all under another prompt version;
+        facts an entity names that are gone)."""
+        same = prompt_version == self.prompt_version
+        changed = [k for k, f in facts.items() if not same or fact_hash(f) not in self.read]
+        named = dict.fromkeys(k for e in self.entities.values() for k in e.facts)
+        return changed, [k for k in named if k not in facts]
 
 
-def decode_state(raw: dict) -> EntityState:
-    """Build the state from the hash (bytes or str); corrupt entries are skipped."""
+def decode_state(raw: str | bytes | None, key_of: Callable[[str, str], str]) -> EntityState:
+    """Build the state from the stored string; corrupt lines are skipped."""
     state = EntityState()
-    for name, value in raw.items():
-        name, value = text(name), text(value)
-        if name.startswith(ENTITY_FIELD):
-            entity = Entity.from_json(name[len(ENTITY_FIELD) :], value)
-            if entity is not None:
-                state.entities[entity.key] = entity
-        elif name.startswith(STAMP_FIELD):
-            state.stamps[name[len(STAMP_FIELD) :]] = value
+    lines = text(raw).splitlines() if raw else []
+    if not lines or not lines[0].startswith(FORMAT + "|"):
+        return state  # absent, or another format: everything is read again
+    state.prompt_version = lines[0].split("|", 1)[1]
+    for line in lines[1:]:
+        if line.startswith("#"):
+            try:
+                blob = base64.b64decode(line[1:], validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            state.read = {blob[i : i + HASH_BYTES] for i in range(0, len(blob) - HASH_BYTES + 1, HASH_BYTES)}
+            continue
+        entity = Entity.from_line(key_of, line)
+        if entity is not None:
+            state.entities[entity.key] = entity
+    relate(state.entities)
     return state
 
 
-def encode_state(state: EntityState) -> dict[str, str]:
-    """Return the hash fields of a state."""
-    fields = {f"{ENTITY_FIELD}{key}": e.to_json() for key, e in state.entities.items()}
-    fields.update({f"{STAMP_FIELD}{k}": v for k, v in state.stamps.items()})
-    return fields
+def encode_state(state: EntityState) -> str:
+    """Return the stored string of a state."""
+    lines = [f"{FORMAT}|{state.prompt_version}", *(e.to_line() for e in state.entities.values())]
+    lines.append("#" + base64.b64encode(b"".join(sorted(state.read))).decode())
+    return "\n".join(lines)
 
 
 class EntityStore:
     """Read and write a user's entities, with the job's trigger as a guard."""
 
-    def __init__(self, client: redis.Redis, *, ttl_seconds: int = 0) -> None:
+    def __init__(self, client: redis.Redis, key_of: Callable[[str, str], str], *, ttl_seconds: int = 0) -> None:
         self.redis = client
+        self.key_of = key_of  # (type, name) -> the entity's normalized key
         self.ttl_seconds = ttl_seconds
 
     def load(self, user: str) -> EntityState:
-        """Return the user's entities and stamps."""
+        """Return the user's entities and the facts they were read from."""
         try:
-            return decode_state(self.redis.hgetall(user_key(ENTITIES_PREFIX, user)))
+            return decode_state(self.redis.get(user_key(ENTITIES_PREFIX, user)), self.key_of)
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
 
@@ -157,17 +197,13 @@ class EntityStore:
                     ) == "1":
                         pipe.unwatch()
                         return None
-                    old = encode_state(decode_state(pipe.hgetall(key)))
-                    state = change(decode_state(pipe.hgetall(key)))
+                    old = text(pipe.get(key))
+                    state = change(decode_state(old, self.key_of))
                     new = encode_state(state)
                     pipe.multi()
-                    stale = [f for f in old if f not in new]
-                    if stale:
-                        pipe.hdel(key, *stale)
-                    fresh = {f: v for f, v in new.items() if old.get(f) != v}
-                    if fresh:
-                        pipe.hset(key, mapping=fresh)
-                    pipe.hincrby(memory_key, VERSION_FIELD, 1)
+                    if new != old:
+                        pipe.set(key, new)
+                        pipe.hincrby(memory_key, VERSION_FIELD, 1)  # only a change makes indexes stale
                     pipe.hdel(memory_key, f"{ENTITY_JOB}_at", f"{ENTITY_JOB}_token")
                     if self.ttl_seconds:
                         pipe.expire(key, self.ttl_seconds)

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 import redis
 
 from bot.exceptions import StoreUnavailable
-from bot.storage.keys import CONTEXT_PREFIX, user_keys
+from bot.storage.keys import CONTEXT_PREFIX, FACTS_PREFIX, user_keys
 from bot.storage.records import as_float, text
 
 
@@ -37,6 +37,12 @@ def key_report(client: redis.Redis, keys: list[str]) -> list[dict[str, Any]]:
             continue
         report.append({"key": key, "type": kind, "bytes": int(size or 0), "ttl_s": int(ttl)})
     return report
+
+
+def scan_fact_users(client: redis.Redis) -> Iterator[str]:
+    """Yield every user with stored facts (their conversation may have expired), with SCAN."""
+    for key in client.scan_iter(match=f"{FACTS_PREFIX}*", count=500):
+        yield text(key)[len(FACTS_PREFIX) :].strip("{}")
 
 
 def scan_users(client: redis.Redis) -> Iterator[tuple[str, float | None]]:

@@ -17,6 +17,7 @@ from bot.observability.logs import mask_phone
 from bot.storage.facts import FactStore
 from bot.storage.records import Fact, as_int
 from bot.users.data import UserData
+from bot.users.entities import recall
 
 log = structlog.get_logger(__name__)
 
@@ -106,8 +107,9 @@ def preview_selection(
     request: str,
     max_tokens: int | None = None,
 ) -> MemorySelection:
-    """Return the memory block the bot would inject for this message."""
+    """Return the memory block the bot would inject for this message, entities matched first."""
     s = settings
+    found = recall(data, settings, user, request)
     return select_memory(
         scoped_facts(data.facts, user),
         request,
@@ -115,6 +117,9 @@ def preview_selection(
         threshold=s.EXTRACTION_CONFIDENCE,
         conflict_margin=s.CONFLICT_MARGIN,
         max_tokens=max_tokens or s.MEMORY_MAX_TOKENS,
+        matches=found.matches,
+        entities=found.entities,
+        related_weight=s.ENTITY_RELATED_WEIGHT,
     )
 
 
@@ -123,6 +128,7 @@ def selection_report(selection: MemorySelection) -> dict[str, Any]:
     return {
         "block": selection.block,
         "tokens": selection.tokens,
+        "entities": [m.to_public() | {"why": m.explain()} for m in selection.matches],
         "selected": [item.to_public() for item in selection.selected],
         "dropped": [{"key": key, "reason": reason} for key, reason in selection.dropped],
     }

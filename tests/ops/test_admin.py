@@ -38,6 +38,7 @@ def seed(redis_client, **facts: Fact) -> None:  # type: ignore[no-untyped-def]
         ("delete", f"/admin/users/{USER}/facts/name"),
         ("get", f"/admin/users/{USER}/memory/context?request=hi"),
         ("get", f"/admin/users/{USER}/memory/conflicts"),
+        ("get", f"/admin/users/{USER}/entities"),
         ("post", f"/admin/users/{USER}/memory/select"),
         ("get", f"/admin/users/{USER}/export"),
         ("post", f"/admin/users/{USER}/erase"),
