@@ -21,9 +21,12 @@ class BotWorker(Worker):
       60 s), so work resumes within seconds of Redis coming back.
     - A running job renews its heartbeat every `--job-monitoring-interval` seconds and counts
       as abandoned 3 intervals after the last one (RQ adds a fixed minute), and every
-      `--maintenance-interval` seconds a worker retries abandoned jobs: a job whose worker was
-      killed runs again within about 30 s with the defaults of the Procfile, holding the same
+      `--maintenance-interval` seconds a worker retries abandoned jobs, holding the same
       trigger token, so it is still done exactly once.
+    - An idle worker wakes from waiting for work every maintenance interval, not every
+      `worker_ttl - 15` s (405) as RQ's does: only then does it run maintenance, which also
+      takes over the scheduler (delayed jobs, retries) when the worker that ran it died. With
+      RQ's wait, a killed worker's job and every delayed job waited about seven minutes.
     """
 
     max_connection_wait_time = 2.0
@@ -34,6 +37,11 @@ class BotWorker(Worker):
         if job.timeout and job.timeout > 0:
             interval = max(1, min(interval, int(job.timeout - working_time)))
         return 3 * interval
+
+    @property
+    def dequeue_timeout(self) -> int:
+        """Return how long an idle worker waits for a job before its maintenance comes round."""
+        return max(1, min(int(self.worker_ttl) - 15, int(self.maintenance_interval)))
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         """Warm up, then work as RQ does."""

@@ -133,3 +133,27 @@ def test_a_job_whose_worker_was_killed_is_redone_within_a_minute(  # type: ignor
             stop(second)
     assert services.store.load(USER).summary == SUMMARY and redone_after < 60
     assert services.store.pending_pairs(USER) == [] and len(summary_requests(model)) == 2
+
+
+def test_an_idle_worker_comes_round_to_maintenance(settings, queue_redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """Only between waits for work does a worker retry abandoned jobs and take over the
+    scheduler of a worker that died; RQ's idle wait is 405 s, so a killed worker's job and
+    every delayed job (retries, coalesced extraction) waited about seven minutes."""
+    from rq.worker import Worker
+
+    command = [RQ, "worker", "--worker-class", "workers.worker.BotWorker", "--url", queue_redis_url,
+               "--maintenance-interval", "1", "--logging_level", "WARNING", "summaries"]
+    worker = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL)
+    connection = redis.Redis.from_url(queue_redis_url)
+    try:
+        beats = []
+        deadline = time.monotonic() + 8
+        while len(set(beats)) < 3 and time.monotonic() < deadline:  # it wakes, beats and maintains
+            for found in Worker.all(connection=connection):
+                if found.pid == worker.pid and found.last_heartbeat is not None:
+                    beats.append(found.last_heartbeat)
+            time.sleep(0.3)
+        assert len(set(beats)) >= 3, "an idle worker kept waiting for work instead of coming round"
+    finally:
+        stop(worker)
+        connection.close()
