@@ -16,6 +16,7 @@ from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.conversation.limits import LoadShedStep, RateLimitStep
 from bot.conversation.pipeline import Pipeline, Step
 from bot.conversation.recall import EntityMatchStep
+from bot.conversation.task import TaskStep
 from bot.conversation.steps import (
     ClaimStep,
     CommandStep,
@@ -42,6 +43,7 @@ from bot.storage.limits import RateCounter
 from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.redelivery import RedeliveryPolicy
 from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SummaryPolicy
+from bot.storage.usage import UsageStore
 from bot.users.data import UserData
 
 log = structlog.get_logger(__name__)
@@ -61,6 +63,7 @@ class Prompts:
     summary: Prompt
     extraction: Prompt
     entities: Prompt
+    task: Prompt
 
 
 @dataclass
@@ -73,6 +76,7 @@ class Services:
     facts: FactStore
     meta: MemoryMetaStore
     entities: EntityStore
+    usage: UsageStore
     llm: LLMClient
     counter: TokenCounter
     prompts: Prompts
@@ -89,6 +93,7 @@ def build_steps(
     system_prompt: Prompt,
     with_memory: bool,
     matcher: EntityMatcher | None = None,
+    task_prompt: Prompt | None = None,
 ) -> list[Step]:
     """Return the steps of the message path, in order (bot/conversation/pipeline.py).
 
@@ -101,6 +106,7 @@ def build_steps(
         CommandStep(settings, users, memory_commands=with_memory),
         RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
         EntityMatchStep(matcher if with_memory else None),
+        *([TaskStep(settings, llm, task_prompt)] if task_prompt is not None and with_memory else []),
         MemoryStep(settings, facts, counter),
         PromptStep(settings, counter, system_prompt),
         LoadShedStep(settings.MODEL_CONCURRENCY),
@@ -196,11 +202,14 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
         summary=load_prompt("summary", settings.PROMPTS_DIR),
         extraction=load_prompt("extract_facts", settings.PROMPTS_DIR),
         entities=load_prompt("extract_entities", settings.PROMPTS_DIR),
+        task=load_prompt("extract_task", settings.PROMPTS_DIR),
     )
     check_frame(prompts.reply, counter)
     entities = EntityStore(client, entity_key, ttl_seconds=ttls.facts)
-    users = UserData(client, store, facts, meta, jobs, entities)
+    usage = UsageStore(client, ttl_seconds=ttls.facts)
+    users = UserData(client, store, facts, meta, jobs, entities, usage)
     matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
-    steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher)
+    steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher,
+                        task_prompt=prompts.task)
     pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
-    return Services(settings, client, store, facts, meta, entities, llm, counter, prompts, jobs, users, pipeline)
+    return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline)

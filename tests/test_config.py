@@ -91,7 +91,7 @@ def test_a_system_prompt_too_big_for_its_frame_stops_startup(tmp_path, make_sett
     from bot.config import DEFAULT_PROMPTS_DIR
     from bot.services import build_services
 
-    for name in ("summary", "extract_facts", "extract_entities"):
+    for name in ("summary", "extract_facts", "extract_entities", "extract_task"):
         shutil.copy(DEFAULT_PROMPTS_DIR / f"{name}.md", tmp_path)
     (tmp_path / "reply_system.md").write_text("---\nversion: 9\n---\n" + "Be helpful and brief. " * 60)
     with pytest.raises(ConfigError, match="reply_system.md takes"):

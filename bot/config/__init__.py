@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.config.entities import EntitySettings
+from bot.config.tasks import TaskSettings
 from bot.exceptions import ConfigError
 
 #: The longest one model call may take, retries included (settings are checked against it);
@@ -39,7 +40,7 @@ DEFAULT_REPHRASE_PHRASES = (
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
-class Settings(BaseSettings, EntitySettings):
+class Settings(BaseSettings, EntitySettings, TaskSettings):
     """Every setting the bot reads; names are the environment variables."""
 
     # The environment wins, then .env (the operator's file), then .run/dev.env (where the
@@ -267,7 +268,7 @@ class Settings(BaseSettings, EntitySettings):
         return None if value == "" else value
 
     @field_validator(
-        "ORG_FACTS_FILE", "EXTRACTION_MODEL", "ENTITY_MODEL", "PSEUDONYM_SECRET", "TWILIO_AUTH_TOKEN", "OPENAI_API_KEY",
+        "ORG_FACTS_FILE", "EXTRACTION_MODEL", "ENTITY_MODEL", "TASK_MODEL", "PSEUDONYM_SECRET", "TWILIO_AUTH_TOKEN", "OPENAI_API_KEY",
         "OPENAI_BASE_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", mode="before",
     )
     @classmethod
@@ -278,11 +279,6 @@ class Settings(BaseSettings, EntitySettings):
     def extraction_model(self) -> str:
         """Return the model fact extraction uses."""
         return self.EXTRACTION_MODEL or self.OPENAI_MODEL
-
-    @property
-    def entity_model(self) -> str:
-        """Return the model of pass 2 (entities): ENTITY_MODEL, else the extraction model."""
-        return self.ENTITY_MODEL or self.extraction_model
 
     @property
     def redis_worst_s(self) -> float:

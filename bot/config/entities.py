@@ -26,3 +26,7 @@ class EntitySettings(BaseModel):
     # much (one shared fact: 0.75).
     ENTITY_RELATED_WEIGHT: float = Field(default=0.75, ge=0, le=1)
 
+    @property
+    def entity_model(self) -> str:
+        """Return the model of pass 2 (entities): ENTITY_MODEL, else the extraction model."""
+        return self.ENTITY_MODEL or self.extraction_model  # type: ignore[attr-defined]

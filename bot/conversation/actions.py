@@ -1,5 +1,6 @@
 """Carry out a recognised command (bot/conversation/commands.py recognises them): reset,
-operator reset, opt-out and opt-in, the erase request and its confirmation, a topic shift."""
+operator reset, opt-out and opt-in, /task:off and /task:on, the erase request and its
+confirmation, a topic shift."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from bot.conversation.replies import (
     OPT_IN_REPLY,
     OPT_OUT_REPLY,
     RESET_REPLY,
+    TASK_OFF_REPLY,
+    TASK_ON_REPLY,
 )
 from bot.exceptions import StoreUnavailable
 from bot.observability.metrics import MESSAGES
 from bot.storage.context import Context
 from bot.users.data import UserData
-from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out
+from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out, set_task_extraction
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +55,9 @@ def carry_out(
             log.error("store.unavailable", stage="erase_cancel", error=str(err))
     if kind in MEMORY_COMMANDS:
         _memory_command(turn, kind, users, settings)
+    elif kind in ("task_off", "task_on"):
+        set_task_extraction(users, user, kind == "task_on", actor=user, via="user")
+        _done(turn, TASK_ON_REPLY if kind == "task_on" else TASK_OFF_REPLY, kind)
     elif kind == "reset":
         reset_conversation(users, user, user, via="user")
         _done(turn, RESET_REPLY, "reset")

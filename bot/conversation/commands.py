@@ -17,13 +17,16 @@ DEFAULT_TOPIC_PHRASES = ("new topic", "change of subject")
 OPT_OUT_PHRASES = ("stop remembering me", "dont remember me", "do not remember me", "/stopmemory")
 OPT_IN_PHRASES = ("remember me again", "start remembering me", "/remember")
 ERASE_PHRASES = ("delete my data", "erase my data", "delete all my data", "erase all my data", "/deletedata")
+#: Task extraction for this user (":" is punctuation to normalize: "/task:off" is "/task off").
+TASK_OFF_PHRASES = ("/task off", "/taskoff")
+TASK_ON_PHRASES = ("/task on", "/taskon")
 CONFIRM_PHRASES = ("yes", "yes delete", "yes delete my data", "yes erase", "confirm")
 
 
 @dataclass(frozen=True)
 class Command:
     """A recognised command: reset, topic_shift, opt_out, opt_in, erase, erase_confirm,
-    or operator_reset of target."""
+    task_off, task_on, or operator_reset of target."""
 
     kind: str
     target: str | None = None
@@ -61,6 +64,10 @@ def recognise(
         return Command("opt_out")
     if norm in OPT_IN_PHRASES:
         return Command("opt_in")
+    if norm in TASK_OFF_PHRASES:
+        return Command("task_off")
+    if norm in TASK_ON_PHRASES:
+        return Command("task_on")
     if sender in operators:
         match = _OPERATOR_RESET.match(norm)
         if match:

@@ -1,22 +1,22 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> command -> rate-limit -> entities -> memory -> prompt -> load-shed -> model -> judge
-    -> commit -> hand-off
+    claim -> command -> rate-limit -> entities -> task -> memory -> prompt -> load-shed -> model
+    -> judge -> commit -> hand-off
 
 Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
 reply (a command, a message with no text, the judge) makes the answering steps after it
 stand aside; `commit` and `hand-off` still run, because they record what happened. A
 duplicate or a message still in flight stops the turn at `claim`.
 
-Where a new step goes: task extraction before `prompt`, as one more entry in `build_steps`,
-reading and writing fields of the Turn (as `entities` does for `memory`).
+Where a new step goes: one more entry in `build_steps`, reading and writing fields of the
+Turn (as `entities` does for `memory`, and `task` for `memory` and `prompt`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from bot.conversation import filtering
 from bot.conversation.messages import InboundMessage, Outcome
@@ -27,6 +27,9 @@ from bot.memory.matching import EntityMatch
 from bot.storage.entities import Entity
 from bot.storage.context import Claim, CommitResult, Context, ContextStore, Memory
 from bot.storage.records import Pair
+
+if TYPE_CHECKING:  # the task step's module imports Turn from here
+    from bot.conversation.task import ExtractedTask
 
 
 @dataclass
@@ -41,6 +44,9 @@ class Turn:
     topic_shift: bool = False
     entity_matches: list[EntityMatch] = field(default_factory=list)  # known entities the message names
     entities: dict[str, Entity] = field(default_factory=dict)  # the user's entities, by key
+    task: ExtractedTask | None = None  # the resolved task (task extraction); None: full context
+    task_completion: Completion | None = None  # the task call, for usage accounting
+    prompt_tokens_saved: int = 0  # left out of the reply prompt because the task did not need it
     memory_block: str = ""
     prompt: BuiltPrompt | None = None
     completion: Completion | None = None  # None after a model failure

@@ -17,6 +17,10 @@ SUMMARY_PREAMBLE = (
 )
 
 
+#: The line that carries the resolved task; the user's own words always follow it.
+RESOLVED_PREFIX = "The user's request, resolved (their own words follow):"
+
+
 def render_summary(summary: str) -> str:
     """Return the summary as a fenced, read-only block (the same rules as the memory block)."""
     return fenced(SUMMARY_HEADER, SUMMARY_PREAMBLE, SUMMARY_FENCE, [inert(summary)])
@@ -51,14 +55,17 @@ def build_prompt(
     max_tokens: int | None,
     max_user_tokens: int,
     memory_block: str = "",
+    resolved_task: str = "",
 ) -> BuiltPrompt:
     """Return system prompt, memory, summary, recent pairs and the message, within max_tokens.
 
     The memory block (already capped by its selection) is kept whole, like the system prompt.
     The oldest pairs go first, then the summary is shortened; the message itself is cut
     to max_user_tokens, and further only if nothing else is left to give.
-    With max_tokens None (the full-history baseline) nothing is dropped.
+    With max_tokens None (the full-history baseline) nothing is dropped. A resolved task
+    (task extraction) goes in a short system line right before the user's own words.
     """
+    task_line = f"{RESOLVED_PREFIX} {inert(resolved_task)}" if resolved_task else ""
     user_truncated = False
     if max_tokens is not None and counter.count(user_text) > max_user_tokens:
         user_text = counter.truncate(user_text, max_user_tokens)
@@ -73,6 +80,8 @@ def build_prompt(
     fixed = TOKENS_PER_REPLY + cost(system_prompt) + cost(user_text, "user")
     if memory_block:
         fixed += cost(memory_block)
+    if task_line:
+        fixed += cost(task_line)
     summary_cost = cost(render_summary(summary)) if summary else 0
     pair_costs = [cost(p.user, "user") + cost(p.assistant, "assistant") for p in pairs]
     total = fixed + summary_cost + sum(pair_costs)
@@ -104,6 +113,8 @@ def build_prompt(
     if summary:
         messages.append({"role": "system", "content": render_summary(summary)})
     messages += _pair_messages(pairs)
+    if task_line:
+        messages.append({"role": "system", "content": task_line})
     messages.append({"role": "user", "content": user_text})
     tokens = counter.count_messages(messages) if user_truncated or summary_truncated else total
     return BuiltPrompt(messages, tokens, len(pairs), dropped, summary_truncated, user_truncated)

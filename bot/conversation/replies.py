@@ -42,3 +42,7 @@ def media_placeholder(media_types: tuple[str, ...], has_location: bool) -> str:
     if has_location:
         parts.append("[Location received]")
     return " ".join(parts)
+
+#: /task:off and /task:on (task extraction for this user).
+TASK_OFF_REPLY = "OK: I'll answer your messages directly, with the whole conversation. Send /task:on to switch back."
+TASK_ON_REPLY = "OK: I'll work out exactly what you're asking before I answer. Send /task:off to switch back."

@@ -6,6 +6,7 @@ Each step is a small class: built once with its collaborators, then called with 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable
 
 import structlog
@@ -14,7 +15,8 @@ from bot.config import Settings
 from bot.conversation import commands, filtering
 from bot.conversation.actions import MEMORY_COMMANDS, carry_out
 from bot.conversation.pipeline import Turn
-from bot.conversation.prompt import build_prompt
+from bot.conversation.prompt import BuiltPrompt, build_prompt
+from bot.conversation.task import SAFETY_CATEGORIES
 from bot.conversation.messages import message_text
 from bot.conversation.replies import (
     COMMAND_UNAVAILABLE_REPLY,
@@ -28,12 +30,13 @@ from bot.jobs.queue import JobQueue
 from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
 from bot.llm.tokens import TokenCounter
-from bot.memory.selection import select_memory
+from bot.memory.selection import MemorySelection, select_memory
 from bot.observability.metrics import MESSAGES
-from bot.storage.context import Claim, CommitResult, ContextStore
+from bot.storage.context import Claim, CommitResult, Context, ContextStore
 from bot.storage.facts import FactStore
-from bot.storage.records import STORED_TEXT_CHARS, Pair, clip, decode_facts
+from bot.storage.records import STORED_TEXT_CHARS, Fact, Pair, clip, decode_facts
 from bot.storage.triggers import SUMMARY
+from bot.storage.usage import usage_fields
 from bot.users.data import UserData
 
 log = structlog.get_logger(__name__)
@@ -155,7 +158,19 @@ class MemoryStep:
             log.warning("store.unavailable", stage="org_facts", error=str(err))
         if not any(scoped.values()):
             return
-        selection = select_memory(
+        selection = self._select(scoped, turn)
+        if turn.task is not None and not turn.task.depends_on_user_memory:
+            # the task needs no memory: only what keeps the user safe goes in
+            safe = {scope: {k: f for k, f in facts.items() if f.category in SAFETY_CATEGORIES}
+                    for scope, facts in scoped.items()}
+            full, selection = selection, self._select(safe, turn)
+            turn.prompt_tokens_saved += full.tokens - selection.tokens
+        log.debug("memory.selected", facts=len(selection.selected), dropped=len(selection.dropped), tokens=selection.tokens)
+        turn.memory_block = selection.block
+
+    def _select(self, scoped: dict[str, dict[str, Fact]], turn: Turn) -> MemorySelection:
+        assert turn.text is not None
+        return select_memory(
             scoped,
             turn.text,
             self.counter,
@@ -166,8 +181,6 @@ class MemoryStep:
             entities=turn.entities,
             related_weight=self.settings.ENTITY_RELATED_WEIGHT,
         )
-        log.debug("memory.selected", facts=len(selection.selected), dropped=len(selection.dropped), tokens=selection.tokens)
-        turn.memory_block = selection.block
 
 
 class PromptStep:
@@ -185,15 +198,25 @@ class PromptStep:
     def __call__(self, turn: Turn) -> None:
         assert turn.text is not None
         unbounded = self.full_history and turn.claim is not None  # the baseline keeps everything
-        turn.prompt = prompt = build_prompt(
-            self.system_prompt.text,
-            turn.context,
-            turn.text,
-            self.counter,
-            max_tokens=None if unbounded else self.settings.MAX_PROMPT_TOKENS,
-            max_user_tokens=self.settings.MAX_USER_MESSAGE_TOKENS,
-            memory_block=turn.memory_block,
-        )
+
+        def build(context: Context) -> BuiltPrompt:
+            return build_prompt(
+                self.system_prompt.text,
+                context,
+                turn.text or "",
+                self.counter,
+                max_tokens=None if unbounded else self.settings.MAX_PROMPT_TOKENS,
+                max_user_tokens=self.settings.MAX_USER_MESSAGE_TOKENS,
+                memory_block=turn.memory_block,
+                resolved_task=resolved(turn),
+            )
+
+        prompt = build(turn.context)
+        if turn.task is not None and not turn.task.depends_on_chat_history:
+            # the task needs no history: the summary and the recent pairs stay out
+            full, prompt = prompt, build(replace(turn.context, summary="", recent=[]))
+            turn.prompt_tokens_saved += full.tokens - prompt.tokens
+        turn.prompt = prompt
         log.debug(
             "prompt.built",
             tokens=prompt.tokens,
@@ -292,7 +315,8 @@ class CommitStep:
         msg = turn.msg
         try:
             result = self.store.commit(
-                msg.user, turn.claim, msg.sid, turn.reply or "", turn.pair, touch_context=turn.touch_context
+                msg.user, turn.claim, msg.sid, turn.reply or "", turn.pair, touch_context=turn.touch_context,
+                usage=turn_usage(turn), last_task=clip(turn.task.task, STORED_TEXT_CHARS) if turn.task else None,
             )
         except StoreUnavailable as err:
             log.error("store.unavailable", stage="commit", error=str(err))
@@ -304,6 +328,26 @@ class CommitStep:
             log.info("pair.discarded", reason="reset_or_takeover")
         if result.dropped:
             log.warning("summary.pending_dropped", dropped=result.dropped)
+
+
+def resolved(turn: Turn) -> str:
+    """Return the resolved task for the reply prompt; "" when it only repeats the message
+    (its line would cost tokens and say nothing)."""
+    if turn.task is None or turn.text is None:
+        return ""
+    same = " ".join(turn.task.task.casefold().split()).strip(" .?!") == " ".join(turn.text.casefold().split()).strip(" .?!")
+    return "" if same else turn.task.task
+
+
+def turn_usage(turn: Turn) -> dict[str, int]:
+    """Return the usage counts of this turn's model calls (the reply's, the task's)."""
+    counts: dict[str, int] = {}
+    for purpose, completion in (("reply", turn.completion), ("task", turn.task_completion)):
+        if completion is not None:
+            fields = usage_fields(purpose, completion.model, completion.prompt_tokens, completion.completion_tokens)
+            for field, n in fields.items():
+                counts[field] = counts.get(field, 0) + n
+    return counts
 
 
 class HandOffStep:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from bot.llm.client import LLMClient
+from bot.llm.client import Completion, LLMClient
 from bot.llm.prompts import Prompt
 from bot.llm.tokens import TokenCounter
 from bot.observability.metrics import SUMMARY_LAG_SECONDS
@@ -32,6 +32,7 @@ class SummaryResult:
     summary_tokens: int = 0
     reason: str = ""
     held: int = 0  # pairs left out because fact extraction has yet to read them
+    completion: Completion | None = None  # the model call, for usage accounting
 
 
 def render_transcript(summary: str, pairs: list[Pair]) -> str:
@@ -116,7 +117,7 @@ def summarize_conversation(
     if not text:
         store.release_trigger(user, SUMMARY, token)
         log.warning("summary.empty")
-        return SummaryResult(applied=False, consumed=0, reason="empty_summary")
+        return SummaryResult(applied=False, consumed=0, reason="empty_summary", completion=completion)
 
     # The highest number, so the head of chat_pending always goes even if numbering restarted
     # inside it (a corrupt counter): every applied summary shrinks it, and follow-ups end.
@@ -137,7 +138,8 @@ def summarize_conversation(
     else:
         log.warning("summary.discarded", reason=reason, consumed=len(pairs))
     return SummaryResult(
-        applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens, reason=reason, held=held
+        applied=applied, consumed=len(pairs) if applied else 0, summary_tokens=tokens, reason=reason, held=held,
+        completion=completion,
     )
 
 

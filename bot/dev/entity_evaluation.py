@@ -137,7 +137,7 @@ def evaluate_model(users: list[dict[str, Any]], llm: LLMClient, prompt: Prompt, 
     misses = []
     for user in users:
         facts = [Fact(f["key"], f["value"], f.get("category", "other"), 0.9) for f in user["facts"]]
-        items, _bad = extract_entities(llm, prompt, render_entity_request([], facts), model=model)
+        items, _completion = extract_entities(llm, prompt, render_entity_request([], facts), model=model)
         got = {entity_key(i.type, i.name) for i in items}
         want = {entity_key(e["type"], e["name"]) for e in user["entities"]}
         labelled, named, right = labelled + len(want), named + len(got), right + len(got & want)

@@ -32,6 +32,7 @@ from typing import Any
 
 from bot.dev.standin_entities import ENTITY_SCHEMA_NAME, extract_request_entities
 from bot.dev.standin_facts import extract_request_facts
+from bot.dev.standin_tasks import TASK_SCHEMA_NAME, extract_request_task
 from bot.llm.tokens import TokenCounter
 from bot.observability.logs import configure_logging
 
@@ -117,6 +118,7 @@ class StandinModel:
         self._lock = threading.Lock()
         self._steps: list[Step] = []
         self._requests: list[dict[str, Any]] = []
+        self._reported: list[dict[str, Any]] = []
         self._counter = TokenCounter("gpt-4o-mini")
         self.server = _Server((host, port), self._handler_class())
         self._thread: threading.Thread | None = None
@@ -144,6 +146,11 @@ class StandinModel:
         with self._lock:
             self._steps.extend(s if isinstance(s, Step) else Step.from_obj(s) for s in steps)
 
+    def reported(self) -> list[dict[str, Any]]:
+        """Return the usage every successful answer reported: model, tokens, last user message."""
+        with self._lock:
+            return list(self._reported)
+
     def requests(self) -> list[dict[str, Any]]:
         """Return the request bodies received so far."""
         with self._lock:
@@ -154,6 +161,7 @@ class StandinModel:
         with self._lock:
             self._steps.clear()
             self._requests.clear()
+            self._reported.clear()
 
     # -- answering ---------------------------------------------------------------------
     def _next_step(self, last_user: str) -> Step | None:
@@ -178,7 +186,8 @@ class StandinModel:
     def canned_json(body: dict[str, Any]) -> str:
         """Answer a Structured Outputs request: facts picked out of the user's first-person
         statements for fact extraction (bot/dev/standin_facts.py), the named things in the
-        facts for pass 2 (bot/dev/standin_entities.py), else the emptiest valid answer."""
+        facts for pass 2 (bot/dev/standin_entities.py), a task with its flags for task
+        extraction (bot/dev/standin_tasks.py), else the emptiest valid answer."""
         json_schema = (body.get("response_format") or {}).get("json_schema", {})
         properties = json_schema.get("schema", {}).get("properties", {})
         answer: dict[str, Any] = {name: [] for name, spec in properties.items() if spec.get("type") == "array"}
@@ -186,6 +195,8 @@ class StandinModel:
             answer["facts"] = extract_request_facts(_last_user_text(body.get("messages") or []))
         elif json_schema.get("name") == ENTITY_SCHEMA_NAME:
             answer["entities"] = extract_request_entities(_last_user_text(body.get("messages") or []))
+        elif json_schema.get("name") == TASK_SCHEMA_NAME:
+            answer = extract_request_task(_last_user_text(body.get("messages") or []))
         return json.dumps(answer)
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:
@@ -214,6 +225,9 @@ class StandinModel:
             for m in messages
         ) + 3
         completion_tokens = self._counter.count(content)
+        with self._lock:  # what each answer reported, for usage accounting tests
+            self._reported.append({"model": body.get("model") or "standin", "last_user": last_user,
+                                   "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens})
         if self.record == "usage":  # just the figures, for long benchmark runs
             with self._lock:
                 self._requests.append(

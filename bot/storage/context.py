@@ -8,7 +8,7 @@ RECENT_MAX_BYTES);
 ``summarized_seq`` (the last pair number folded into the summary);
 ``summary_job_at`` / ``summary_job_token`` (the summary trigger, bot/storage/triggers.py);
 ``epoch`` (moves on at each reset, so nothing in flight from before a reset is stored
-after it). ``chat_pending:{+E164}`` list: valid pairs not yet summarized that have already
+after it); ``last_task`` (the last resolved task, when task extraction is on). ``chat_pending:{+E164}`` list: valid pairs not yet summarized that have already
 left the recent window, oldest first; pending pairs = this list + the pairs of
 ``recent_messages`` numbered above ``summarized_seq``, so no pair is stored twice.
 
@@ -34,6 +34,7 @@ from bot.storage.keys import (
     PENDING_PREFIX,
     SEEN_PREFIX,
     SESSION_FACTS_PREFIX,
+    USAGE_PREFIX,
     Ttls,
     user_key,
 )
@@ -62,6 +63,7 @@ class Context:
     summary_job_at: float | None = None
     summary_job_token: str | None = None
     epoch: int = 0  # moves on at every reset
+    last_task: str = ""  # the last resolved task (task extraction), for inspect
 
     def until_quiet(self, idle_s: float, now: float) -> float:
         """Return how much longer until the user has been quiet idle_s seconds (0: quiet now,
@@ -139,6 +141,7 @@ def context_from_hash(data: dict[str, str]) -> Context:
         summary_job_at=as_float(data.get("summary_job_at"), "summary_job_at"),
         summary_job_token=data.get("summary_job_token") or None,
         epoch=as_int(data.get("epoch"), "epoch"),
+        last_task=data.get("last_task", "") or "",
     )
 
 
@@ -177,6 +180,7 @@ class ContextStore(JobTriggers):
             "session": user_key(SESSION_FACTS_PREFIX, user),
             "memory": user_key(MEMORY_PREFIX, user),
             "entities": user_key(ENTITIES_PREFIX, user),
+            "usage": user_key(USAGE_PREFIX, user),
         }
 
     def _pick(self, user: str, *names: str) -> dict[str, str]:
@@ -221,11 +225,15 @@ class ContextStore(JobTriggers):
         pair: Pair | None,
         now: float | None = None,
         touch_context: bool = True,
+        usage: dict[str, int] | None = None,
+        last_task: str | None = None,
     ) -> CommitResult:
         """Record a processed message, storing its pair if valid and still wanted.
 
         The pair is dropped if a reset came after the claim, or if another attempt took the
         MessageSid over. With touch_context False (right after an erase) nothing is written.
+        `usage` (bot/storage/usage.py fields) counts the turn's model calls; `last_task` is
+        the resolved task, kept for inspect.
         """
         p = self.policy
         rules = p.triggers()
@@ -251,6 +259,8 @@ class ContextStore(JobTriggers):
                 "replies_kept": self.redelivery.replies_kept,
                 "ttl": {"context": self.ttls.context, "facts": self.ttls.facts, "session": self.ttls.session},
                 "triggers": [rule.to_lua(tokens[rule.name]) for rule in rules],
+                "usage": usage or None,
+                "last_task": last_task,
             },
         )
         return CommitResult(

@@ -28,10 +28,11 @@ FACTS = KeySpec("user_facts:", "hash", "durable facts: key -> fact JSON", "facts
 SESSION_FACTS = KeySpec("session_facts:", "hash", "facts true only for now", "session")
 MEMORY = KeySpec("user_memory:", "hash", "opt-out, extraction progress and trigger, stats", "facts")
 ENTITIES = KeySpec("user_entities:", "hash", "named entities in the facts, and which facts pass 2 read", "facts")
+USAGE = KeySpec("user_usage:", "hash", "model tokens by purpose and model", "facts")
 RATE = KeySpec("chat_rate:", "string", "messages in the current rate-limit window", "rate")
 
 #: Every per-user key, for inspection, export and erasure.
-USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, RATE)
+USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -54,6 +55,7 @@ FACTS_PREFIX = FACTS.prefix
 SESSION_FACTS_PREFIX = SESSION_FACTS.prefix
 MEMORY_PREFIX = MEMORY.prefix
 ENTITIES_PREFIX = ENTITIES.prefix
+USAGE_PREFIX = USAGE.prefix
 RATE_PREFIX = RATE.prefix
 USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
 

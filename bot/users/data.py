@@ -9,6 +9,7 @@ import redis
 from bot.jobs.queue import JobQueue
 from bot.storage.context import ContextStore
 from bot.storage.entities import EntityStore
+from bot.storage.usage import UsageStore
 from bot.storage.facts import FactStore
 from bot.storage.memory_meta import MemoryMetaStore
 
@@ -23,3 +24,4 @@ class UserData:
     meta: MemoryMetaStore
     jobs: JobQueue | None = None
     entities: EntityStore | None = None
+    usage: UsageStore | None = None

@@ -42,6 +42,14 @@ def set_opt_out(
     log.info(event, actor=_actor(actor), target=mask_phone(target), via=via)
 
 
+def set_task_extraction(data: UserData, target: str, enabled: bool, actor: str, via: str) -> None:
+    """Turn the task call before each reply on or off for one user (TASK_EXTRACTION=on only),
+    and write the audit event."""
+    data.meta.set_meta(target, task_off=None if enabled else "1")
+    event = "audit.task_on" if enabled else "audit.task_off"
+    log.info(event, actor=_actor(actor), target=mask_phone(target), via=via)
+
+
 def erase_user(data: UserData, target: str, actor: str, via: str) -> int:
     """Delete every key of one user, facts and queued jobs included, and write the audit event."""
     tokens = data.store.trigger_tokens(target)  # the jobs they name go too, found without a SCAN

@@ -36,6 +36,8 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         "last_interaction_timestamp": context.last_interaction,
         "last_interaction": iso(context.last_interaction),
         "pending_pairs": [p.to_public() for p in pending],
+        "last_task": context.last_task or None,
+        "task_extraction": "off" if data.meta.meta(user).get("task_off") == "1" else "on",
         "summary_job": {
             "status": (
                 jobs.job_status(jobs.job_id(SUMMARY, user, context.summary_job_token))
@@ -59,6 +61,15 @@ def entity_report(data: UserData, user: str) -> list[dict[str, Any]]:
     return [e.to_public() for e in sorted(entities, key=lambda e: (-len(e.facts), e.key))]
 
 
+def usage_report(data: UserData, user: str, prices: dict[str, tuple[float, float]] | None = None) -> list[dict[str, Any]]:
+    """Return the user's model tokens by purpose and model, with the cost when priced."""
+    if data.usage is None:
+        return []
+    return [{"purpose": u.purpose, "model": u.model, "calls": u.calls, "prompt_tokens": u.prompt_tokens,
+             "completion_tokens": u.completion_tokens, "cost_usd": u.cost(prices or {})}
+            for u in data.usage.load(user)]
+
+
 def export_user(data: UserData, user: str) -> dict[str, Any]:
     """Return everything stored about one user, for a data access request."""
     context = data.store.load(user)
@@ -79,6 +90,7 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
         },
         "facts": memory_report(data, user),
         "entities": entity_report(data, user),
+        "usage": usage_report(data, user),
         "recent_replies": seen_records(data.redis, user),
         "keys": key_report(data.redis, user_keys(user)),
     }

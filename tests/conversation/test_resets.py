@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import redis
 from structlog.testing import capture_logs
@@ -135,5 +137,5 @@ def test_metrics_expose_the_counters(client, send, model: StandinModel) -> None:
     assert 'bot_messages_total{outcome="rejected",reason="model_error"}' in text
     assert 'bot_messages_total{outcome="rejected",reason="non_text"}' in text
     assert "bot_reply_seconds_bucket" in text
-    assert 'bot_model_tokens_total{kind="prompt",purpose="reply"}' in text
+    assert re.search(r'bot_model_tokens_total{kind="prompt",model="[^"]+",purpose="reply"}', text)
     assert 'bot_queue_depth{queue="summaries"} 0.0' in text

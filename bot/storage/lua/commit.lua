@@ -1,5 +1,5 @@
 -- commit: record a processed message, and store its pair if it is valid and still wanted.
--- KEYS: context pending seen facts session memory entities
+-- KEYS: context pending seen facts session memory entities usage
 -- A: sid; now (Unix seconds); token (the claim's: nothing is written unless this attempt
 --    still owns the MessageSid; a commit run again with it gets the first run's answer); epoch (the one the message was answered in: a reset since
 --    means the pair is not stored); reply (the text sent); pair ({user, assistant, ts, sid},
@@ -16,7 +16,8 @@
 --    facts, session} seconds; 0 = no expiry);
 --    triggers (the background jobs a stored pair can make due, in order: each
 --    {name, hash, cursor, job, every, early_bytes, skip_field?, token}; see
---    bot/storage/triggers.py).
+--    bot/storage/triggers.py); usage (optional: {field = tokens}, the turn's model calls,
+--    bot/storage/usage.py); last_task (optional: the resolved task, kept for inspect).
 -- Returns {count since summary, pending pairs dropped, seq (the user's latest pair number),
 --          pair stored 0/1, {names of the triggers this commit took}}.
 
@@ -85,6 +86,11 @@ else
   redis.call('HSETNX', K.context, 'message_count_since_summary', 0)
 end
 redis.call('HSET', K.context, 'last_interaction_timestamp', A.now)
+if A.last_task then redis.call('HSET', K.context, 'last_task', A.last_task) end
+if A.usage then
+  for f, n in pairs(A.usage) do redis.call('HINCRBY', K.usage, f, n) end
+  refresh(K.usage, A.ttl.facts)
+end
 record.tok, record.p = A.token, stored  -- so that a retry of this commit gets the same answer
 if #taken > 0 then record.d = taken end
 redis.call('HSET', K.seen, A.sid, cjson.encode(record))

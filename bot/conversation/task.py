@@ -1,0 +1,192 @@
+"""The task step (design note 4): compress the message, with the conversation, into one
+resolved task, and say whether answering it needs the history and the user's memory.
+
+Runs before `memory` when TASK_EXTRACTION=on, unless the user turned it off (`/task:off`).
+One call on TASK_MODEL (prompts/extract_task.md, Structured Outputs, a lenient parse);
+network errors, timeouts, 429 and 5xx are tried 3 times with exponential backoff, all
+inside TASK_DEADLINE_S; an answer that does not fit the schema is not retried. Any failure
+is the bypass: no task, the full context, both flags true. The steps after it read its flags:
+`memory` keeps only safety facts when memory is not needed, `prompt` leaves out the summary
+and the recent pairs when history is not needed, and adds the resolved task.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, Field, ValidationError
+
+from bot.config import Settings
+from bot.conversation.pipeline import Turn
+from bot.exceptions import LLMUnavailable
+from bot.llm.client import Completion, LLMClient
+from bot.llm.prompts import Prompt
+from bot.memory.fence import inert
+from bot.memory.matching import EntityMatch
+from bot.memory.names import entity_key, normalize_name
+from bot.observability.metrics import TASKS
+from bot.storage.records import Pair, decode_facts
+
+log = structlog.get_logger(__name__)
+
+#: The user_memory field that turns the task call off for one user ("1").
+TASK_OFF_FIELD = "task_off"
+#: Attempts of the task call (the first and two retries), all inside TASK_DEADLINE_S.
+TASK_ATTEMPTS = 3
+#: Kept for the reply call after the task call: it never eats the reply's time.
+REPLY_RESERVE_S = 6.0
+#: Recent pairs shown to the task model (the newest).
+TASK_RECENT_PAIRS = 3
+#: Facts kept when memory is not needed: what keeps the user safe (allergies, medications).
+SAFETY_CATEGORIES = frozenset({"health"})
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+class TaskEntity(BaseModel):
+    """An entity the model says the message mentions."""
+
+    name: str = Field(min_length=1, max_length=80)
+    type: str = Field(min_length=1, max_length=20)
+
+
+class ExtractedTask(BaseModel):
+    """The task model's answer."""
+
+    task: str = Field(min_length=1, max_length=600)
+    depends_on_chat_history: bool
+    depends_on_user_memory: bool
+    entities: list[TaskEntity] = []
+
+
+#: Structured Outputs schema (strict: every property required, nothing else allowed).
+TASK_SCHEMA: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "user_task",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["task", "depends_on_chat_history", "depends_on_user_memory", "entities"],
+            "properties": {
+                "task": {"type": "string"},
+                "depends_on_chat_history": {"type": "boolean"},
+                "depends_on_user_memory": {"type": "boolean"},
+                "entities": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "type"],
+                        "properties": {"name": {"type": "string"}, "type": {"type": "string"}},
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def parse_task(text: str) -> ExtractedTask | None:
+    """Parse the answer: strict JSON, then leniently (fences stripped, the outermost {...});
+    None when it does not fit the schema (never raises)."""
+    start, end = text.find("{"), text.rfind("}")
+    for attempt in (text, *(m.group(1) for m in _FENCE.finditer(text)), text[start : end + 1] if end > start else ""):
+        try:
+            return ExtractedTask.model_validate(json.loads(attempt))
+        except (ValueError, ValidationError):
+            continue
+    return None
+
+
+def render_task_request(
+    text: str, summary: str, recent: list[Pair], fact_keys: list[str], entities: list[str]
+) -> str:
+    """Return the task request: fact keys and entity names (never values), the summary, the
+    newest pairs and the message, each text an inert JSON string."""
+    lines = [f"Known fact keys: {', '.join(fact_keys) or '(none)'}", f"Known entities: {', '.join(entities) or '(none)'}",
+             f"Summary: {inert(summary) if summary else '(none)'}", "Recent messages:"]
+    for pair in recent[-TASK_RECENT_PAIRS:]:
+        lines += [f"User: {inert(pair.user)}", f"Assistant: {inert(pair.assistant)}"]
+    if not recent:
+        lines.append("(none)")
+    lines.append(f"New message: {inert(text)}")
+    return "\n".join(lines)
+
+
+def turn_request(turn: Turn, text: str) -> str:
+    """Return the task request of a turn."""
+    keys = sorted({*decode_facts(turn.memory.facts), *decode_facts(turn.memory.session_facts)})
+    names = [f"{e.name} ({e.type})" for e in turn.entities.values()]
+    return render_task_request(text, turn.context.summary, turn.context.recent, keys, names)
+
+
+def ask_for_task(llm: LLMClient, prompt: Prompt, request: str, *, model: str, deadline_s: float) -> Completion:
+    """Ask the task model; 3 attempts on network errors, timeouts, 429 and 5xx, all within
+    deadline_s; raise LLMUnavailable."""
+    messages = [{"role": "system", "content": prompt.text}, {"role": "user", "content": request}]
+    return llm.complete(
+        messages, purpose="task", prompt_ref=prompt.ref, model=model, max_tokens=250, response_format=TASK_SCHEMA,
+        temperature=0, deadline_s=deadline_s, max_retries=TASK_ATTEMPTS - 1,
+    )
+
+
+def model_matches(task: ExtractedTask, turn: Turn) -> list[EntityMatch]:
+    """Return the user's known entities the task model named that matching had not found."""
+    found = {m.key for m in turn.entity_matches}
+    by_name = {normalize_name(n): e for e in turn.entities.values() for n in e.names()}
+    out = []
+    for named in task.entities:
+        entity = turn.entities.get(entity_key(named.type, named.name)) or by_name.get(normalize_name(named.name))
+        if entity is not None and entity.key not in found:
+            found.add(entity.key)
+            out.append(EntityMatch(entity.key, entity.name, entity.type, "model", 1.0, named.name))
+    return out
+
+
+class TaskStep:
+    """Resolve the message into a task, and say what context answering it needs."""
+
+    name = "task"
+    records = False
+
+    def __init__(self, settings: Settings, llm: LLMClient, prompt: Prompt) -> None:
+        self.settings = settings
+        self.llm = llm
+        self.prompt = prompt
+
+    def __call__(self, turn: Turn) -> None:
+        if self.settings.TASK_EXTRACTION != "on" or turn.claim is None or turn.text is None:
+            return
+        if turn.memory.meta.get(TASK_OFF_FIELD) == "1":
+            TASKS.labels(result="bypassed").inc()
+            return
+        budget = min(self.settings.TASK_DEADLINE_S, turn.remaining() - REPLY_RESERVE_S)
+        try:
+            completion = ask_for_task(self.llm, self.prompt, turn_request(turn, turn.text),
+                                      model=self.settings.task_model, deadline_s=budget)
+        except LLMUnavailable as err:  # the bypass: full context, both flags true
+            TASKS.labels(result="failed").inc()
+            log.warning("task.failed", error=str(err)[:200])
+            return
+        turn.task_completion = completion
+        task = parse_task(completion.text)
+        if task is None:  # not retried: the same request would get the same answer
+            TASKS.labels(result="invalid").inc()
+            log.warning("task.invalid")
+            return
+        turn.task = task
+        turn.entity_matches = [*turn.entity_matches, *model_matches(task, turn)]
+        TASKS.labels(result="extracted").inc()
+        turn.finally_.append(lambda: log.info(
+            "task.extracted",
+            depends_on_chat_history=task.depends_on_chat_history,
+            depends_on_user_memory=task.depends_on_user_memory,
+            entities=len(task.entities),
+            prompt_tokens_saved=turn.prompt_tokens_saved,
+            task_tokens=completion.prompt_tokens + completion.completion_tokens,
+        ))

@@ -1,0 +1,88 @@
+"""Model tokens per user, by purpose and model: what each user costs.
+
+Key ``user_usage:{+E164}`` hash: ``<purpose>|<model>|in`` (prompt tokens), ``…|out``
+(completion tokens) and ``…|calls``; purposes are reply, task, summary, facts, entities.
+The reply path adds its counts inside the commit script (no extra round trip); background
+jobs add theirs here. Same TTL as the user's facts; in export, erased with the user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import redis
+
+from bot.exceptions import StoreUnavailable
+from bot.storage.keys import USAGE_PREFIX, user_key
+from bot.storage.records import as_int, text
+
+#: The purposes kept apart (the model client's "extraction" is counted as "facts").
+PURPOSES = ("reply", "task", "summary", "facts", "entities")
+
+
+def usage_fields(purpose: str, model: str, prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """Return the hash increments of one model call."""
+    base = f"{purpose}|{model.replace('|', '/')}"
+    return {f"{base}|in": prompt_tokens, f"{base}|out": completion_tokens, f"{base}|calls": 1}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one purpose on one model."""
+
+    purpose: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int
+
+    def cost(self, prices: dict[str, tuple[float, float]]) -> float | None:
+        """Return the cost in USD with the price table, or None when the model has no price."""
+        price = prices.get(self.model)
+        if price is None:
+            return None
+        return (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1_000_000
+
+
+def decode_usage(raw: dict) -> list[Usage]:
+    """Return the usage rows of a user's hash (bytes or str), sorted by purpose then model."""
+    rows: dict[tuple[str, str], dict[str, int]] = {}
+    for field, value in raw.items():
+        parts = text(field).split("|")
+        if len(parts) == 3:
+            rows.setdefault((parts[0], parts[1]), {})[parts[2]] = as_int(text(value), "usage")
+    return [Usage(p, m, c.get("in", 0), c.get("out", 0), c.get("calls", 0)) for (p, m), c in sorted(rows.items())]
+
+
+class UsageStore:
+    """Add and read a user's model usage."""
+
+    def __init__(self, client: redis.Redis, *, ttl_seconds: int = 0) -> None:
+        self.redis = client
+        self.ttl_seconds = ttl_seconds
+
+    def add(self, user: str, purpose: str, model: str, prompt_tokens: int, completion_tokens: int) -> None:
+        """Count one model call of a background job."""
+        key = user_key(USAGE_PREFIX, user)
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for field, n in usage_fields(purpose, model, prompt_tokens, completion_tokens).items():
+                    pipe.hincrby(key, field, n)
+                if self.ttl_seconds:
+                    pipe.expire(key, self.ttl_seconds)
+                pipe.execute()
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
+    def load(self, user: str) -> list[Usage]:
+        """Return the user's usage rows."""
+        try:
+            return decode_usage(self.redis.hgetall(user_key(USAGE_PREFIX, user)))
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
+    def users(self) -> Iterator[str]:
+        """Yield every user with counted usage (SCAN, every master of a cluster)."""
+        for key in self.redis.scan_iter(match=f"{USAGE_PREFIX}*", count=500):
+            yield text(key)[len(USAGE_PREFIX) :].strip("{}")
