@@ -157,7 +157,7 @@ def extract_user_entities(user: str, token: str) -> dict[str, Any]:
         model=settings.entity_model, rules=EntityRules.from_settings(settings),
     )
     _count(s, user, "entities", result.completion)
-    if result.status == "nothing_new":
+    if result.status in ("nothing_new", "discarded"):  # discarded: an opt-out meanwhile (if still ours)
         s.store.release_trigger(user, ENTITIES, token)
     ENTITY_RUNS.labels(result=result.status).inc()
     if result.status == "stored" and (result.left or _unread_facts(s, user)):

@@ -52,9 +52,11 @@ def hurry(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str | No
     """Run the user's job of this kind now if it is waiting for its delay (a summary waits
     for the pairs it is to read): its trigger goes to a job queued at once, marked urgent so
     it does not wait again, and the delayed one is deleted. Return the new job's id, or None
-    when no job of this kind is waiting (none queued, or one already running)."""
+    when no job of this kind is waiting for its delay (none queued, one running, or one
+    waiting between the retries of a failure: those run their course, so a job that keeps
+    failing reaches its last retry and frees the trigger)."""
     token = store.trigger_tokens(user).get(kind)
-    if not token or jobs.job_status(jobs.job_id(kind, user, token)) != "scheduled":
+    if not token or not jobs.waiting_for_delay(jobs.job_id(kind, user, token)):
         return None
     fresh = store.renew_trigger(user, kind, token)
     if fresh is None:  # it started, or an erase came, meanwhile

@@ -112,6 +112,16 @@ class JobQueue:
         status = job.get_status(refresh=False)
         return status.value if status is not None else None
 
+    def waiting_for_delay(self, ident: str) -> bool:
+        """Return whether a job is scheduled for its kind's delay (not waiting between the
+        retries of a failure, which must run their course)."""
+        try:
+            job = Job.fetch(ident, connection=self.connection)
+        except NoSuchJobError:
+            return False
+        status = job.get_status(refresh=False)
+        return status is not None and status.value == "scheduled" and job.retries_left == len(self.retry_intervals)
+
     def delete(self, ident: str) -> bool:
         """Delete one job (waiting, scheduled or failed) by id; return whether it existed."""
         try:

@@ -13,7 +13,7 @@ sy SYSTEM, to TOOL, sk SKILL, fi FILE, co CONCEPT. E.g. `pt|Rex|9|dog_name,dog_v
 MENTIONS are the fact keys of each entity; RELATED edges are derived from them when read
 (entities named in one fact, `relate`), so they can never disagree. The hashes are the
 cache: an unchanged fact is never sent to pass 2 twice; another prompt version reads all
-again. In ``user_memory:{+E164}``: ``entities_version`` (moves on at every change, so a
+again. In ``user_memory:{+E164}``: ``entities_version`` (a new random value at every change, so a
 process's cached match index knows it is stale) and the ``entity_job_at`` /
 ``entity_job_token`` trigger (bot/storage/triggers.py).
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import uuid
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, Callable
@@ -203,7 +204,9 @@ class EntityStore:
                     pipe.multi()
                     if new != old:
                         pipe.set(key, new)
-                        pipe.hincrby(memory_key, VERSION_FIELD, 1)  # only a change makes indexes stale
+                        # a new random version (not a counter: an erased user's would restart and
+                        # match an index a process still holds); only a change makes indexes stale
+                        pipe.hset(memory_key, VERSION_FIELD, uuid.uuid4().hex[:12])
                     pipe.hdel(memory_key, f"{ENTITY_JOB}_at", f"{ENTITY_JOB}_token")
                     if self.ttl_seconds:
                         pipe.expire(key, self.ttl_seconds)

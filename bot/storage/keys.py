@@ -27,7 +27,7 @@ SEEN = KeySpec("chat_seen:", "hash", "MessageSid -> processing record, for redel
 FACTS = KeySpec("user_facts:", "hash", "durable facts: key -> fact JSON", "facts")
 SESSION_FACTS = KeySpec("session_facts:", "hash", "facts true only for now", "session")
 MEMORY = KeySpec("user_memory:", "hash", "opt-out, extraction progress and trigger, stats", "facts")
-ENTITIES = KeySpec("user_entities:", "hash", "named entities in the facts, and which facts pass 2 read", "facts")
+ENTITIES = KeySpec("user_entities:", "string", "named entities in the facts, and which facts pass 2 read", "facts")
 USAGE = KeySpec("user_usage:", "hash", "model tokens by purpose and model", "facts")
 RATE = KeySpec("chat_rate:", "string", "messages in the current rate-limit window", "rate")
 

@@ -14,8 +14,9 @@ from typing import Iterator
 import redis
 
 from bot.exceptions import StoreUnavailable
-from bot.storage.keys import USAGE_PREFIX, user_key
+from bot.storage.keys import CONTEXT_PREFIX, MEMORY_PREFIX, USAGE_PREFIX, user_key
 from bot.storage.records import as_int, text
+from bot.storage.scripts import Scripts
 
 #: The purposes kept apart (the model client's "extraction" is counted as "facts").
 PURPOSES = ("reply", "task", "summary", "facts", "entities")
@@ -40,6 +41,9 @@ class Usage:
     def cost(self, prices: dict[str, tuple[float, float]]) -> float | None:
         """Return the cost in USD with the price table, or None when the model has no price."""
         price = prices.get(self.model)
+        if price is None:  # the API names a snapshot ("gpt-4o-mini-2024-07-18"): its family's price
+            family = max((name for name in prices if self.model.startswith(name + "-")), key=len, default=None)
+            price = prices.get(family) if family else None
         if price is None:
             return None
         return (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1_000_000
@@ -61,19 +65,15 @@ class UsageStore:
     def __init__(self, client: redis.Redis, *, ttl_seconds: int = 0) -> None:
         self.redis = client
         self.ttl_seconds = ttl_seconds
+        self.scripts = Scripts(client, "usage_add")
 
-    def add(self, user: str, purpose: str, model: str, prompt_tokens: int, completion_tokens: int) -> None:
-        """Count one model call of a background job."""
-        key = user_key(USAGE_PREFIX, user)
-        try:
-            with self.redis.pipeline(transaction=False) as pipe:
-                for field, n in usage_fields(purpose, model, prompt_tokens, completion_tokens).items():
-                    pipe.hincrby(key, field, n)
-                if self.ttl_seconds:
-                    pipe.expire(key, self.ttl_seconds)
-                pipe.execute()
-        except redis.RedisError as err:
-            raise StoreUnavailable(str(err)) from err
+    def add(self, user: str, purpose: str, model: str, prompt_tokens: int, completion_tokens: int) -> bool:
+        """Count one model call of a background job, unless the user was erased meanwhile;
+        return whether it was counted."""
+        keys = {"usage": user_key(USAGE_PREFIX, user), "context": user_key(CONTEXT_PREFIX, user),
+                "memory": user_key(MEMORY_PREFIX, user)}
+        fields = usage_fields(purpose, model, prompt_tokens, completion_tokens)
+        return bool(self.scripts.run("usage_add", keys, {"fields": fields, "ttl": self.ttl_seconds}))
 
     def load(self, user: str) -> list[Usage]:
         """Return the user's usage rows."""

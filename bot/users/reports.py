@@ -87,6 +87,7 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
             ],
             "message_count_since_summary": context.count_since_summary,
             "last_interaction_timestamp": context.last_interaction,
+            "last_task": context.last_task or None,
         },
         "facts": memory_report(data, user),
         "entities": entity_report(data, user),

@@ -61,7 +61,7 @@ def calls(model: StandinModel) -> list[tuple[str, dict]]:  # type: ignore[type-a
     return out
 
 
-def test_the_task_comes_first_and_shapes_the_reply_prompt(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+def test_the_task_comes_first_and_shapes_the_reply_prompt(chat, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
     say = chat[0]()
     say("What's the weather like in Lisbon today? I want to walk around Alfama.")
     model.reset()
@@ -76,6 +76,9 @@ def test_the_task_comes_first_and_shapes_the_reply_prompt(chat, model: StandinMo
     assert resolved and "yesterday's" in resolved[0]
     assert reply[-1] == {"role": "user", "content": "How does that compare to yesterday?"}  # their words stay
     assert not any("Alfama" in m["content"] for m in reply)  # the history the task said it does not need
+    assert services.store.load(USER).last_task == "Compare today's weather in Lisbon with yesterday's."
+    say("/reset")
+    assert services.store.load(USER).last_task == ""  # a reset clears it with the conversation
 
 
 def test_history_stays_when_the_task_needs_it(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]

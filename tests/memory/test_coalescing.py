@@ -100,3 +100,19 @@ def test_a_summary_waits_for_the_pairs_extraction_has_not_read(chat, model: Stan
     meta = services.meta.meta(USER)
     assert 0 < context.summarized_seq <= int(meta["extracted_seq"]) == 12
     assert context.summary  # and the summary did come
+
+
+def test_a_job_waiting_between_retries_is_not_hurried(chat, services) -> None:  # type: ignore[no-untyped-def]
+    """Hurrying a failing job would give it fresh retries each time: it would never fail for
+    good, and never free its trigger."""
+    from rq.job import Job
+
+    send, _look, queue = chat
+    send("Message 0: my trip to Lisbon needs planning, with museums and trams.")
+    token = services.store.trigger_tokens(USER)["extraction"]
+    ident = services.jobs.job_id("extraction", USER, token)
+    assert services.jobs.waiting_for_delay(ident)  # delayed for the user's pause: may be hurried
+    job = Job.fetch(ident, connection=queue.connection)
+    job.retries_left = job.retries_left - 1  # as RQ leaves it after a failed attempt
+    job.save()
+    assert not services.jobs.waiting_for_delay(ident)

@@ -13,6 +13,6 @@ local seq = redis.call('HGET', K.context, 'seq') or '0'
 redis.call('HSET', K.context, 'summary', '', 'recent_messages', '[]', 'summarized_seq', seq,
            'message_count_since_summary', 0)
 redis.call('HSET', K.context, 'epoch', num(K.context, 'epoch') + 1)  -- HINCRBY fails on a corrupt value
-redis.call('HDEL', K.context, 'summary_job_at', 'summary_job_token')
+redis.call('HDEL', K.context, 'summary_job_at', 'summary_job_token', 'last_task')
 if A.ttl > 0 then redis.call('EXPIRE', K.context, A.ttl) end
 return existed
