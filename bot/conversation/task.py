@@ -13,7 +13,6 @@ and the recent pairs when history is not needed, and adds the resolved task.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import structlog
@@ -27,6 +26,7 @@ from bot.llm.prompts import Prompt
 from bot.memory.fence import inert
 from bot.memory.matching import EntityMatch
 from bot.memory.names import entity_key, normalize_name
+from bot.memory.schema import json_candidates
 from bot.observability.metrics import TASKS
 from bot.storage.records import Pair, decode_facts
 
@@ -42,8 +42,6 @@ REPLY_RESERVE_S = 6.0
 TASK_RECENT_PAIRS = 3
 #: Facts kept when memory is not needed: what keeps the user safe (allergies, medications).
 SAFETY_CATEGORIES = frozenset({"health"})
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
 class TaskEntity(BaseModel):
@@ -94,8 +92,7 @@ TASK_SCHEMA: dict[str, Any] = {
 def parse_task(text: str) -> ExtractedTask | None:
     """Parse the answer: strict JSON, then leniently (fences stripped, the outermost {...});
     None when it does not fit the schema (never raises)."""
-    start, end = text.find("{"), text.rfind("}")
-    for attempt in (text, *(m.group(1) for m in _FENCE.finditer(text)), text[start : end + 1] if end > start else ""):
+    for attempt in json_candidates(text):
         try:
             return ExtractedTask.model_validate(json.loads(attempt))
         except (ValueError, ValidationError):

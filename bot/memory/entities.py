@@ -16,7 +16,7 @@ A fact read again or deleted drops its edges first; an entity no fact mentions g
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Iterable
 
 from rapidfuzz import fuzz
@@ -59,7 +59,7 @@ class AbsorbStats:
 
     def as_dict(self) -> dict[str, int]:
         """Return the counts by name."""
-        return {"added": self.added, "merged": self.merged, "removed": self.removed, "rejected": self.rejected}
+        return asdict(self)
 
 
 def is_specific(name: str) -> bool:

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from bot.llm.client import Completion, LLMClient
 from bot.llm.prompts import Prompt
 from bot.memory.entities import ENTITY_TYPES, AbsorbStats, Mention, absorb
 from bot.memory.fence import inert
 from bot.memory.names import comparable
-from bot.memory.schema import json_items
+from bot.memory.schema import valid_items
 from bot.storage.entities import Entity, EntityState, EntityStore, fact_hash
 from bot.storage.facts import FactStore
 from bot.storage.records import Fact
@@ -86,14 +86,7 @@ ENTITY_SCHEMA: dict[str, Any] = {
 
 def parse_entities(text: str) -> tuple[list[ExtractedEntity], int]:
     """Parse the model's answer; return the valid entities and how many items were malformed."""
-    found: list[ExtractedEntity] = []
-    bad = 0
-    for item in json_items(text, "entities"):
-        try:
-            found.append(ExtractedEntity.model_validate(item))
-        except ValidationError:
-            bad += 1
-    return found, bad
+    return valid_items(text, "entities", ExtractedEntity)
 
 
 def render_entity_request(known: list[Entity], facts: list[Fact]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Any, Iterator, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -90,13 +90,20 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 
+def json_candidates(text: str) -> Iterator[str]:
+    """Yield the places a model answer may hold its JSON: the whole text (strict) first; then,
+    as the design note describes, leniently: each code fence's body, the outermost {...} or [...]."""
+    yield text
+    yield from (m.group(1) for m in _FENCE.finditer(text))
+    outermost = _outermost(text)
+    if outermost:
+        yield outermost
+
+
 def json_items(text: str, field: str) -> list[Any]:
-    """Return the list a model answer holds under `field` (or as a bare list): strict JSON
-    first; then, as the design note describes, leniently: code fences stripped, the
-    outermost {...} or [...] taken. Never raises; [] when nothing readable."""
-    for attempt in (text, *(m.group(1) for m in _FENCE.finditer(text)), _outermost(text)):
-        if not attempt:
-            continue
+    """Return the list a model answer holds under `field` (or as a bare list), from the first
+    readable candidate. Never raises; [] when nothing readable."""
+    for attempt in json_candidates(text):
         try:
             data = json.loads(attempt)
         except ValueError:
@@ -111,17 +118,25 @@ def json_items(text: str, field: str) -> list[Any]:
     return []
 
 
-def parse_extraction(text: str) -> tuple[list[ExtractedFact], int]:
-    """Parse the model's answer; return the valid facts and how many items were malformed.
-    Each item is validated on its own, so one bad item costs only itself."""
-    facts: list[ExtractedFact] = []
+Item = TypeVar("Item", bound=BaseModel)
+
+
+def valid_items(text: str, field: str, model: type[Item]) -> tuple[list[Item], int]:
+    """Return the items under `field` that validate as `model`, and how many did not: each
+    item is validated on its own, so one bad item costs only itself."""
+    good: list[Item] = []
     bad = 0
-    for item in json_items(text, "facts"):
+    for item in json_items(text, field):
         try:
-            facts.append(ExtractedFact.model_validate(item))
+            good.append(model.model_validate(item))
         except ValidationError:
             bad += 1
-    return facts, bad
+    return good, bad
+
+
+def parse_extraction(text: str) -> tuple[list[ExtractedFact], int]:
+    """Parse the model's answer; return the valid facts and how many items were malformed."""
+    return valid_items(text, "facts", ExtractedFact)
 
 
 def _outermost(text: str) -> str | None:
