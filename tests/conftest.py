@@ -239,16 +239,47 @@ def services(settings: Settings, redis_client: redis.Redis):  # type: ignore[no-
     return build_services(settings)
 
 
-@pytest.fixture
-def worker_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    """Give RQ jobs the same settings through the environment, as a worker process gets them."""
+def give_workers(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give RQ jobs these settings through the environment, as a worker process gets them,
+    and drop what the job module built from the settings before."""
     import workers.jobs
 
     for name, value in settings.model_dump().items():
         if value is not None:
             monkeypatch.setenv(name, str(value))
     workers.jobs.services.cache_clear()
+
+
+@pytest.fixture
+def worker_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """Give RQ jobs the same settings through the environment, as a worker process gets them."""
+    import workers.jobs
+
+    give_workers(settings, monkeypatch)
     yield settings
+    workers.jobs.services.cache_clear()
+
+
+@pytest.fixture
+def chat_with(make_settings, redis_client, model, monkeypatch, run_worker):  # type: ignore[no-untyped-def]
+    """build(**settings) -> say(body) -> the reply's body: an app with these settings (its
+    workers given the same), messages posted signed as Twilio signs them."""
+    import workers.jobs
+
+    def build(**overrides):  # type: ignore[no-untyped-def]
+        settings = make_settings(**overrides)
+        give_workers(settings, monkeypatch)
+        client = create_app(settings).test_client()
+
+        def say(body: str) -> str:
+            form = inbound_form(body)
+            response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+            assert response.status_code == 200
+            return response.get_data(as_text=True)
+
+        return say
+
+    yield build
     workers.jobs.services.cache_clear()
 
 

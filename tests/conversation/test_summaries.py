@@ -16,7 +16,7 @@ from bot.jobs.queue import SUMMARY_QUEUE
 from bot.storage.triggers import SUMMARY as SUMMARY_JOB
 from bot.storage.connection import make_redis
 from bot.dev.standin import StandinModel
-from tests.conftest import USER, inbound_form, sign
+from tests.conftest import USER, give_workers, inbound_form, sign
 
 pytestmark = pytest.mark.integration
 
@@ -272,10 +272,7 @@ def idle_send(make_settings, redis_client, model, monkeypatch):  # type: ignore[
     import workers.jobs
 
     settings = make_settings(SUMMARY_IDLE_S=3)
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            monkeypatch.setenv(name, str(value))
-    workers.jobs.services.cache_clear()
+    give_workers(settings, monkeypatch)
     client = create_app(settings).test_client()
 
     def post(body: str):  # type: ignore[no-untyped-def]

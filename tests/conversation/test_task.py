@@ -15,7 +15,7 @@ from bot.conversation.task import parse_task
 from bot.dev.standin import StandinModel
 from bot.storage.usage import decode_usage
 from bot.storage.keys import USAGE_PREFIX, user_key
-from tests.conftest import USER, inbound_form, sign
+from tests.conftest import USER
 
 pytestmark = pytest.mark.integration
 
@@ -28,27 +28,9 @@ def task_answer(task: str, history: bool, memory: bool, **extra: object) -> dict
 
 
 @pytest.fixture
-def chat(make_settings, redis_client, model, monkeypatch, run_worker):  # type: ignore[no-untyped-def]
-    import workers.jobs
-
-    def build(**overrides):  # type: ignore[no-untyped-def]
-        settings = make_settings(TASK_EXTRACTION="on", **overrides)
-        for name, value in settings.model_dump().items():
-            if value is not None:
-                monkeypatch.setenv(name, str(value))
-        workers.jobs.services.cache_clear()
-        client = create_app(settings).test_client()
-
-        def say(body: str) -> str:
-            form = inbound_form(body)
-            response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
-            assert response.status_code == 200
-            return response.get_data(as_text=True)
-
-        return say
-
-    yield build, run_worker
-    workers.jobs.services.cache_clear()
+def chat(chat_with, run_worker):  # type: ignore[no-untyped-def]
+    """(build, work): build(**settings) gives say() on an app with task extraction on."""
+    return (lambda **overrides: chat_with(TASK_EXTRACTION="on", **overrides)), run_worker
 
 
 def calls(model: StandinModel) -> list[tuple[str, dict]]:  # type: ignore[type-arg]

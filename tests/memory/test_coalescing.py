@@ -12,7 +12,7 @@ from bot import create_app
 from bot.dev.standin import StandinModel
 from bot.jobs.queue import FACTS_QUEUE
 from bot.storage.connection import make_redis
-from tests.conftest import USER, inbound_form, sign
+from tests.conftest import USER, give_workers, inbound_form, sign
 from tests.memory.test_memory import EXTRACT_MARK
 
 pytestmark = pytest.mark.integration
@@ -27,10 +27,7 @@ def chat(make_settings, redis_client, model, monkeypatch, run_worker, queue_redi
     from rq.scheduler import RQScheduler
 
     settings = make_settings(EXTRACTION_INTERVAL=1, EXTRACTION_IDLE_S=IDLE_S, EXTRACTION_MAX_PAIRS=8, SUMMARY_IDLE_S=0)
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            monkeypatch.setenv(name, str(value))
-    workers.jobs.services.cache_clear()
+    give_workers(settings, monkeypatch)
     client = create_app(settings).test_client()
     connection = make_redis(queue_redis_url, decode_responses=False)
 

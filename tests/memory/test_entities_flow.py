@@ -8,12 +8,11 @@ import json
 
 import pytest
 
-from bot import create_app
 from bot.dev.standin import StandinModel
 from bot.storage.keys import ENTITIES_PREFIX, user_key
 from bot.users.lifecycle import erase_user
 from bot.users.reports import export_user
-from tests.conftest import USER, inbound_form, sign
+from tests.conftest import USER
 from tests.memory.test_memory import EXTRACT_MARK, extracted
 
 pytestmark = pytest.mark.integration
@@ -37,25 +36,9 @@ def entities_answer(*items: dict) -> dict:  # type: ignore[type-arg]
 
 
 @pytest.fixture
-def chat(make_settings, redis_client, model, monkeypatch, run_worker):  # type: ignore[no-untyped-def]
-    import workers.jobs
-
-    def build(**overrides):  # type: ignore[no-untyped-def]
-        settings = make_settings(EXTRACTION_INTERVAL=1, MEMORY_MAX_TOKENS=110, **overrides)
-        for name, value in settings.model_dump().items():
-            if value is not None:
-                monkeypatch.setenv(name, str(value))
-        workers.jobs.services.cache_clear()
-        client = create_app(settings).test_client()
-
-        def say(body: str) -> None:
-            form = inbound_form(body)
-            assert client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)}).status_code == 200
-
-        return say
-
-    yield build, run_worker
-    workers.jobs.services.cache_clear()
+def chat(chat_with, run_worker):  # type: ignore[no-untyped-def]
+    """(build, work): build(**settings) gives say() with a small memory block."""
+    return (lambda **overrides: chat_with(EXTRACTION_INTERVAL=1, MEMORY_MAX_TOKENS=110, **overrides)), run_worker
 
 
 def memory_block_of_last_reply(model: StandinModel) -> str:

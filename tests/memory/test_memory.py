@@ -15,7 +15,7 @@ from bot.memory.selection import FENCE_CLOSE, FENCE_OPEN, FOOTER, HEADER
 from bot.dev.standin import StandinModel
 from bot.storage.records import Fact
 from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, SEEN_PREFIX, SESSION_FACTS_PREFIX, user_key
-from tests.conftest import USER, inbound_form, sign
+from tests.conftest import USER, give_workers, inbound_form, sign
 
 pytestmark = pytest.mark.integration
 
@@ -58,12 +58,7 @@ def say(mem_app):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def worker(mem_settings, monkeypatch, run_worker):  # type: ignore[no-untyped-def]
-    import workers.jobs
-
-    for name, value in mem_settings.model_dump().items():
-        if value is not None:
-            monkeypatch.setenv(name, str(value))
-    workers.jobs.services.cache_clear()
+    give_workers(mem_settings, monkeypatch)
     return run_worker
 
 
@@ -347,13 +342,8 @@ def test_memory_block_respects_the_prompt_budget(say, model: StandinModel, redis
 
 
 def test_pruning_and_deduplication_through_the_job(make_settings, redis_client, model: StandinModel, monkeypatch, run_worker) -> None:  # type: ignore[no-untyped-def]
-    import workers.jobs
-
     settings = make_settings(EXTRACTION_INTERVAL=1, MAX_FACTS_PER_USER=3)
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            monkeypatch.setenv(name, str(value))
-    workers.jobs.services.cache_clear()
+    give_workers(settings, monkeypatch)
     app = create_app(settings)
 
     def say(body: str) -> None:
