@@ -95,7 +95,7 @@ def extract_user_facts(user: str, token: str, urgent: bool = False) -> dict[str,
     _bind("extraction", user)
     s = services()
     meta = s.meta.meta(user)
-    if meta.get(f"{s.store.policy.rule(EXTRACTION).job}_token") != token:
+    if not _holds(s, meta, EXTRACTION, token):
         log.info("extraction.superseded")  # erased, or handed to a hurried job: no model call
         return {"status": "superseded"}
     if meta.get("opted_out") == "1":
@@ -145,8 +145,8 @@ def extract_user_entities(user: str, token: str) -> dict[str, Any]:
     s = services()
     settings = s.settings
     meta = s.meta.meta(user)
-    if meta.get(f"{s.store.policy.rule(ENTITIES).job}_token") != token:
-        log.info("entities.superseded")
+    if not _holds(s, meta, ENTITIES, token):
+        log.info("entities.superseded")  # erased, or taken over by a re-extraction: no model call
         return {"status": "superseded"}
     if meta.get("opted_out") == "1":
         s.store.release_trigger(user, ENTITIES, token)
@@ -164,6 +164,11 @@ def extract_user_entities(user: str, token: str) -> dict[str, Any]:
         start(s.jobs, s.store, ENTITIES, user)  # facts left, or changed while it ran
     _observe_lag(ENTITIES)
     return {"status": result.status, "read": result.read, **result.stats.as_dict()}
+
+
+def _holds(s: Services, meta: dict[str, str], kind: str, token: str) -> bool:
+    """Return whether the job with `token` still holds its trigger (kept in user_memory)."""
+    return meta.get(f"{s.store.policy.rule(kind).job}_token") == token
 
 
 def _count(s: Services, user: str, purpose: str, completion: Completion | None) -> None:

@@ -76,6 +76,10 @@ STOPWORDS = frozenset(
 )
 
 
+#: Every word that is never a one-word name in lower case, built once.
+ORDINARY_WORDS = COMMON_WORDS | STOPWORDS
+
+
 @dataclass(frozen=True)
 class EntityMatch:
     """One known entity a message names."""
@@ -150,7 +154,7 @@ def name_forms(entity: Entity) -> list[str]:
             parts = name.split()
             if len(parts) > 1:
                 forms += [p for p in (parts[0], parts[-1])
-                          if len(p) >= MIN_FUZZY_CHARS and normalize_name(p) not in STOPWORDS | COMMON_WORDS]
+                          if len(p) >= MIN_FUZZY_CHARS and normalize_name(p) not in ORDINARY_WORDS]
     return list(dict.fromkeys(forms))
 
 
@@ -217,7 +221,7 @@ class EntityIndex:
         entity = self.entities[key]
         if strategy != "exact" and careful and gram.size == 1 and gram.text.islower() and entity.name[:1].isupper():
             return False  # "lima beans", "strawberry mochi": the word, not the name
-        if gram.size == 1 and gram.text.islower() and gram.norm in COMMON_WORDS | STOPWORDS:
+        if gram.size == 1 and gram.text.islower() and gram.norm in ORDINARY_WORDS:
             return False
         if gram.size == 1 and strategy in ("fuzzy", "nickname") and gram.norm in STOPWORDS:
             return False
