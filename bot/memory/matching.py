@@ -33,6 +33,17 @@ from bot.memory.names import (
     word_grams,
     words,
 )
+from bot.memory.lexicon import (
+    ARTICLES,
+    BEFORE_A_NAME,
+    CALENDAR,
+    COMMON_WORDS,
+    DIMINUTIVE_ENDINGS,
+    NAME_JOINERS,
+    ORDINARY_WORDS,
+    PERSON_BEFORE,
+    STOPWORDS,
+)
 from bot.storage.entities import Entity, EntityStore
 
 #: Longest name, in words, looked for in a message.
@@ -41,43 +52,6 @@ MAX_NAME_WORDS = 4
 MIN_FUZZY_CHARS = 3
 #: A message word shorter than this is never a misspelling of a name ("lol" is not "Lolo").
 MIN_FUZZY_WORD = 4
-#: Ordinary words that are also names people give things: such a name, written in lower
-#: case in the message, is the word, not the entity ("an apple a day", "a rocky road").
-COMMON_WORDS = frozenset(
-    "apple amazon orange java python ruby rose lily daisy ivy jasmine violet iris pearl ruby amber "
-    "rocky lucky buddy max bella coco cookie pepper ginger honey sugar candy biscuit peanut "
-    "shadow smokey tiger bear duke prince princess king queen angel hope faith grace joy "
-    "summer autumn winter spring april may june august sky rain storm river ocean star sunny "
-    "bill will mark rich frank jack pat sue ray rob dick chase hunter "
-    "mercury jordan georgia chelsea florence paris victoria "
-    "target shell oracle slack notion zoom teams office word excel signal "
-    "bean bolt chip dot echo flash ghost jazz ace blue red"
-    .split()
-)
-
-
-#: Short words of the languages users write in, and chat slang: never a short form or a
-#: misspelling of a name ("Can" is not Candace, "The" not Thelma, "lol" not Lolo).
-STOPWORDS = frozenset(
-    "a an and are as at be but by can could did do does for from had has have he her his how i if in is it "
-    "its me my no not of on or our she so that the their them then there they this to too us was we were "
-    "what when where which who why will with would yes you your also just like well very much more some any "
-    "all one two get got going good great thanks thank please hello hi hey ok okay sure lol omg btw haha "
-    "hahaha kkk jaja jeje xd "
-    "o os as um uma e de do da dos das em no na nos nas por para com que se ele ela eles elas eu tu voce "
-    "você mas mais muito bem sim nao não obrigado obrigada ola olá oi tudo como quando onde qual "
-    "el la los las un una y en por con que se lo le les yo tu usted pero mas muy bien si gracias hola "
-    "como cuando donde cual "
-    "le la les un une et de du des en que qui je tu il elle nous vous ils mais tres très bien oui non merci "
-    "bonjour salut "
-    "der die das ein eine und in im mit von zu ich du er sie wir ihr aber sehr gut ja nein danke hallo wie "
-    "wann wo was"
-    .split()
-)
-
-
-#: Every word that is never a one-word name in lower case, built once.
-ORDINARY_WORDS = COMMON_WORDS | STOPWORDS
 
 
 @dataclass(frozen=True)
@@ -111,38 +85,11 @@ PROPER_TYPES = frozenset({"PERSON", "PET", "PLACE", "ORG", "EVENT"})
 #: short form must keep.
 NICKNAME_TYPES = frozenset({"PERSON", "PET"})
 MIN_NICKNAME_SHARE = 0.35
-#: Endings a short form may take ("Luki" for Lukas, "Meggie" for Meg); never "o" or "a",
-#: which make another name ("Mario", "Maria").
-DIMINUTIVE_ENDINGS = ("y", "ie", "i", "sy", "gie", "ito", "ita", "inho", "inha", "ucha", "chen", "ke", "ki")
-#: Capitalised by convention (days, months, holidays), not because they continue a name.
-_CALENDAR = frozenset(
-    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july "
-    "august september october november december christmas easter xmas ramadan eid diwali hanukkah thanksgiving "
-    "halloween carnival carnaval".split()
-)
-
-
-#: Words that may stand capitalised before a name without making it another name ("Dr Costa",
-#: "Aunt Maria", "Happy birthday Ana").
-_BEFORE_A_NAME = frozenset(
-    "dr mr mrs ms miss sir madam uncle aunt auntie tia tio tía tío grandma grandpa granny nana oma opa vovo vovó "
-    "avo avó mom mum dad mama papa happy dear hi hello hey thanks thank merry congrats congratulations good "
-    "little baby big old young sweet poor".split()
-)
-#: Small words inside a longer proper name ("Waiting for Godot", "Bank of America").
-_NAME_JOINERS = frozenset("of for the de da do dos das del la le von van der den di".split())
-#: Words that introduce a person: what follows is a person, not a place or a thing.
-_PERSON_BEFORE = frozenset(
-    "daughter son wife husband sister brother mother father friend boss colleague neighbour neighbor cousin "
-    "niece nephew girlfriend boyfriend partner named called".split()
-)
-#: An article before a name makes it a kind of thing ("an Elsa costume", "an Islay malt").
-_ARTICLES = frozenset({"an"})  # not "a": in Spanish and Portuguese it comes before names
 
 
 def _capitalised(word: str) -> bool:
     """Return whether a word is written like a name (Capitalised, not all capitals: "OK", "I")."""
-    return word[:1].isupper() and not word.isupper() and normalize_name(word) not in _CALENDAR
+    return word[:1].isupper() and not word.isupper() and normalize_name(word) not in CALENDAR
 
 
 def name_forms(entity: Entity) -> list[str]:
@@ -176,7 +123,7 @@ def _inside_longer_name(tokens: list[str], ends: list[bool], at: int) -> bool:
     in "Ana's Porto flat" Ana and Porto are two."""
     def neighbour(step: int) -> str:
         i = at + step
-        if 0 <= i < len(tokens) and normalize_name(tokens[i]) in _NAME_JOINERS:
+        if 0 <= i < len(tokens) and normalize_name(tokens[i]) in NAME_JOINERS:
             i += step
         if not (0 <= i < len(tokens)) or (step < 0 and i == 0):
             return ""
@@ -185,7 +132,7 @@ def _inside_longer_name(tokens: list[str], ends: list[bool], at: int) -> bool:
         return tokens[i]
 
     after, before = neighbour(1), neighbour(-1)
-    return _capitalised(after) or (_capitalised(before) and normalize_name(before) not in _BEFORE_A_NAME)
+    return _capitalised(after) or (_capitalised(before) and normalize_name(before) not in BEFORE_A_NAME)
 
 
 class EntityIndex:
@@ -228,9 +175,9 @@ class EntityIndex:
         if gram.size == 1 and _inside_longer_name(tokens, ends, gram.start):
             return False  # "Dakar Rally", "Instituto Cervantes", "Waiting for Godot"
         before = normalize_name(tokens[gram.start - 1]) if gram.start > 0 else ""
-        if entity.type in NICKNAME_TYPES and before in _ARTICLES:
+        if entity.type in NICKNAME_TYPES and before in ARTICLES:
             return False  # "an Elsa costume": a kind of thing, not the person
-        if entity.type not in NICKNAME_TYPES and before in _PERSON_BEFORE:
+        if entity.type not in NICKNAME_TYPES and before in PERSON_BEFORE:
             return False  # "daughter Alexandra": a person, not the place Alexandria
         if strategy == "fuzzy" and entity.type not in PLURAL_TYPES:
             name = comparable(entity.name)
