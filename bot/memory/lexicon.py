@@ -15,7 +15,13 @@ COMMON_WORDS = frozenset(
     "bill will mark rich frank jack pat sue ray rob dick chase hunter "
     "mercury jordan georgia chelsea florence paris victoria "
     "target shell oracle slack notion zoom teams office word excel signal "
-    "bean bolt chip dot echo flash ghost jazz ace blue red"
+    "bean bolt chip dot echo flash ghost jazz ace blue red "
+    # pet names that are everyday words ("pickle cucumbers", "a muffin tin")
+    "pickle muffin nugget mocha olive maple willow cinnamon pumpkin peaches waffles noodle teddy bingo "
+    "snowball button buttons socks boots patch sage basil toffee fudge caramel mango kiwi bubbles rusty "
+    "dusty misty thunder blaze scout ranger champ chief major captain bandit rebel rocket diesel tank "
+    "moose fox wolf bunny kitty pixel nacho taco tofu sushi latte chai cocoa penny midnight smudge "
+    "pudding sprout poppy clover hazel pebble pebbles sandy cloud"
     .split()
 )
 
@@ -71,3 +77,27 @@ PERSON_BEFORE = frozenset(
 
 #: An article before a name makes it a kind of thing ("an Elsa costume", "an Islay malt").
 ARTICLES = frozenset({"an"})  # not "a": in Spanish and Portuguese it comes before names
+
+#: Goods named after a place or a person: a name right before one of these is the kind of
+#: thing, not the entity ("Valencia oranges", "Brussels sprouts", "Boston terrier", "Caesar
+#: salad"). Singular forms; a plural is found by its singular.
+NAMESAKE_GOODS = frozenset(
+    # produce
+    "orange apple lemon lime banana grape pear peach plum cherry berry melon mango potato tomato onion "
+    "pepper chili chile bean pea sprout lettuce cabbage kale squash corn rice olive almond nut fig date "
+    # dishes and foods
+    "cheese ham sausage salami bacon mustard sauce dressing salad bread roll bun bagel cake pie tart "
+    "cookie biscuit pudding chowder stew curry wing steak chicken noodle pasta pizza waffle toast fries "
+    "omelette omelet cream butter yogurt yoghurt chocolate fudge candy jam "
+    # drinks
+    "tea coffee wine beer ale lager gin rum whisky whiskey sherry brandy vodka latte "
+    # breeds
+    "terrier spaniel shepherd retriever setter pointer mastiff hound bulldog collie poodle pony cow "
+    "cattle sheep hen rabbit "
+    # cloth and wares
+    "rug carpet lace tweed wool silk porcelain".split()
+)
+
+#: Words after such goods that make the name a place again ("Boston coffee shops").
+VENUES = frozenset("shop shops place places scene market markets bar bars house houses spot spots "
+                   "stall stalls festival fair tour tours restaurant restaurants".split())

@@ -40,9 +40,11 @@ from bot.memory.lexicon import (
     COMMON_WORDS,
     DIMINUTIVE_ENDINGS,
     NAME_JOINERS,
+    NAMESAKE_GOODS,
     ORDINARY_WORDS,
     PERSON_BEFORE,
     STOPWORDS,
+    VENUES,
 )
 from bot.storage.entities import Entity, EntityStore
 
@@ -85,6 +87,8 @@ PROPER_TYPES = frozenset({"PERSON", "PET", "PLACE", "ORG", "EVENT"})
 #: short form must keep.
 NICKNAME_TYPES = frozenset({"PERSON", "PET"})
 MIN_NICKNAME_SHARE = 0.35
+#: Types that lend their names to goods ("Valencia oranges", "Caesar salad").
+NAMESAKE_TYPES = frozenset({"PLACE", "PERSON"})
 
 
 def _capitalised(word: str) -> bool:
@@ -114,6 +118,22 @@ def nickname_share(word: str, name: str) -> float:
         if len(stem) >= MIN_FUZZY_CHARS and name.startswith(stem) and word != name:
             best = max(best, len(stem) / len(name))
     return best
+
+
+def _goods(word: str) -> bool:
+    """Return whether a word is goods named after places and people, plural or not."""
+    norm = normalize_name(word)
+    return any(form in NAMESAKE_GOODS for form in (norm, norm[:-1], norm[:-2], norm[:-3] + "y") if form)
+
+
+def _names_goods(tokens: list[str], ends: list[bool], gram: Gram) -> bool:
+    """Return whether the words after a name make it the name of goods ("Valencia oranges",
+    "Boston cream pie"): not after a possessive ("Valencia's oranges"), and not when a place
+    to get them follows ("Boston coffee shops")."""
+    after = gram.start + gram.size
+    if after >= len(tokens) or ends[after - 1] or not tokens[after].islower() or not _goods(tokens[after]):
+        return False
+    return after + 1 >= len(tokens) or normalize_name(tokens[after + 1]) not in VENUES
 
 
 def _inside_longer_name(tokens: list[str], ends: list[bool], at: int) -> bool:
@@ -179,6 +199,8 @@ class EntityIndex:
             return False  # "an Elsa costume": a kind of thing, not the person
         if entity.type not in NICKNAME_TYPES and before in PERSON_BEFORE:
             return False  # "daughter Alexandra": a person, not the place Alexandria
+        if entity.type in NAMESAKE_TYPES and _names_goods(tokens, ends, gram):
+            return False  # "Valencia oranges", "a Boston terrier": goods named after it
         if strategy == "fuzzy" and entity.type not in PLURAL_TYPES:
             name = comparable(entity.name)
             if gram.norm in (name + "s", name + "es"):  # the plural of a word, not a typo of the name
@@ -230,7 +252,9 @@ class EntityIndex:
                 names = [name for name, _ in choices]
                 for _name, score, at in process.extract(gram.norm, names, scorer=fuzz.ratio, score_cutoff=cutoff, limit=3):
                     take([choices[at][1]], "fuzzy", score / 100, gram)
-            if gram.size == 1 and _capitalised(gram.text) and gram.norm not in COMMON_WORDS:
+            # A common word is a name when capitalised inside a sentence ("my sister and Max"),
+            # the word when it starts one ("Max 3 pages?", "Will it rain?").
+            if gram.size == 1 and _capitalised(gram.text) and (gram.start > 0 or gram.norm not in COMMON_WORDS):
                 for first, key in self.nick.get(gram.norm[:MIN_FUZZY_CHARS], ()):
                     share = nickname_share(gram.norm, first)
                     if share >= MIN_NICKNAME_SHARE:
