@@ -21,7 +21,7 @@ from typing import Iterable
 
 from rapidfuzz import fuzz
 
-from bot.memory.names import comparable, entity_key
+from bot.memory.names import comparable, entity_key, initials
 from bot.storage.entities import Entity, relate
 
 #: Pass 2's types: the design note's, and what WhatsApp users talk about (PET, PRODUCT, EVENT).
@@ -84,12 +84,6 @@ def _same_thing(entity: Entity, mention: Mention, similarity: float) -> bool:
 _TITLES = frozenset("dr dra mr mrs ms miss prof sr sra srta mme mlle herr frau".split())
 
 
-def _initials(name: str, capitals_only: bool = False) -> str:
-    """Return a name's initials, of every word or of its capitalised words only."""
-    words = [w for w in name.split() if not capitals_only or w[:1].isupper()]
-    return "".join(w[0] for w in words).lower()
-
-
 def _short_form_of(short: str, full: str) -> bool:
     """Return whether `short` names `full` in fewer words: its first or last word(s), a
     title set aside ("Matt", "Reverdin", "Dr Matusse"), or its initials ("DPMB", "UEM")."""
@@ -101,7 +95,7 @@ def _short_form_of(short: str, full: str) -> bool:
         return True
     plain = short.strip()
     return (len(a) == 1 and 2 <= len(plain) <= 6 and plain.isupper()
-            and a[0] in (_initials(full), _initials(full, capitals_only=True)))
+            and a[0] in (initials(full.split()), initials(full.split(), capitals_only=True)))
 
 
 def _join(entity: Entity, mention: Mention) -> None:

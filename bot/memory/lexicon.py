@@ -101,3 +101,14 @@ NAMESAKE_GOODS = frozenset(
 #: Words after such goods that make the name a place again ("Boston coffee shops").
 VENUES = frozenset("shop shops place places scene market markets bar bars house houses spot spots "
                    "stall stalls festival fair tour tours restaurant restaurants".split())
+
+#: Abbreviations everyone uses: never the initials of a user's entity ("OK", "UK", "PDF").
+#: Not places ("LA", "NYC"): a user who has Los Angeles means it.
+ACRONYMS = frozenset(
+    "ok okk pls plz ps ai tv pc id it hr pm am omg lol lmao rofl btw fyi asap dm bf gf bff idk tbh ngl "
+    "imo imho eta faq usa uk us eu un uae cv pdf gps atm vat tbd rip wtf diy irl afaik brb ty thx np "
+    "nvm smh fomo yolo ceo cfo cto vip dj mc md phd mba bsc msc gp er icu ivf pt pe pr qa ui ux api "
+    "ios os app sms mms hq bbq abc dna rna hiv std ko kg km cm mm ml "
+    "xl xs xxl cd dvd usb hdmi wifi vpn ip url www nba nfl fifa uefa bbc cnn nasa fbi cia"
+    .split()
+)

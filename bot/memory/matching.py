@@ -7,9 +7,14 @@ each match carries its level and score:
 2. normalized: equal once case, accents, punctuation and a possessive are set aside ("rex's",
    "SÃO PAULO"); a plural counts for things that take one ("my Kindles");
 3. fuzzy: rapidfuzz's ratio >= ENTITY_FUZZY_THRESHOLD against names of the same number of
-   words and the same first letter ("Lisbn", "Rexy"), over words not matched already.
+   words and the same first letter ("Lisbn", "Rexy"), over words not matched already;
+   then, over those words too, a capitalised short form of a person's or a pet's first name
+   ("Kev", "Luki": nickname) and the capitals of a name of two words or more ("JP", "KL":
+   initials).
 
-Common words a name may also be ("apple", "rocky") match only when written with a capital.
+Common words a name may also be ("apple", "rocky") match only when written with a capital;
+a name right before goods named after it is the goods ("Valencia oranges", word lists in
+bot/memory/lexicon.py).
 An index is built once per user and entities version, and kept per process (IndexCache).
 """
 
@@ -27,6 +32,7 @@ from bot.memory.names import (
     PLURAL_TYPES,
     Gram,
     comparable,
+    initials,
     normalize_name,
     possessive_ends,
     singular_forms,
@@ -34,6 +40,7 @@ from bot.memory.names import (
     words,
 )
 from bot.memory.lexicon import (
+    ACRONYMS,
     ARTICLES,
     BEFORE_A_NAME,
     CALENDAR,
@@ -63,8 +70,8 @@ class EntityMatch:
     key: str
     name: str
     type: str
-    strategy: str  # exact, normalized or fuzzy
-    score: float  # 1.0 for exact and normalized, the ratio for fuzzy
+    strategy: str  # exact, normalized, fuzzy, nickname, initials (or model: the task call)
+    score: float  # the ratio for fuzzy, the share kept for nickname, else 1.0
     text: str  # the message's words that matched
 
     def to_public(self) -> dict[str, Any]:
@@ -74,12 +81,12 @@ class EntityMatch:
 
     def explain(self) -> str:
         """Return why it matched, for a person: "entity Rex, fuzzy 0.91"."""
-        how = self.strategy if self.strategy in ("exact", "normalized") else f"{self.strategy} {self.score:.2f}"
+        how = self.strategy if self.strategy in ("exact", "normalized", "initials") else f"{self.strategy} {self.score:.2f}"
         return f"entity {self.name}, {how}"
 
 
 _SENTENCES = re.compile(r"[.!?;\n]+(?:\s|$)|\n")
-_RANK = {"exact": 0, "normalized": 1, "fuzzy": 2, "nickname": 3}
+_RANK = {"exact": 0, "normalized": 1, "fuzzy": 2, "nickname": 3, "initials": 3}
 #: Types whose names are proper names: a capitalised word right after one means a longer
 #: name ("Dakar Rally", "Kwame Nkrumah"), not this entity.
 PROPER_TYPES = frozenset({"PERSON", "PET", "PLACE", "ORG", "EVENT"})
@@ -87,6 +94,8 @@ PROPER_TYPES = frozenset({"PERSON", "PET", "PLACE", "ORG", "EVENT"})
 #: short form must keep.
 NICKNAME_TYPES = frozenset({"PERSON", "PET"})
 MIN_NICKNAME_SHARE = 0.35
+#: How many letters initials standing for a name have ("JP" for Jean-Paul, "KL").
+MIN_INITIALS, MAX_INITIALS = 2, 5
 #: Types that lend their names to goods ("Valencia oranges", "Caesar salad").
 NAMESAKE_TYPES = frozenset({"PLACE", "PERSON"})
 
@@ -136,6 +145,14 @@ def _names_goods(tokens: list[str], ends: list[bool], gram: Gram) -> bool:
     return after + 1 >= len(tokens) or normalize_name(tokens[after + 1]) not in VENUES
 
 
+def _initials_of_a_name(gram: Gram) -> bool:
+    """Return whether a message word may be a name's initials: capitals only ("JP", "KL"),
+    not a word or an abbreviation everyone uses ("OK", "UK", "LOL")."""
+    text = gram.text
+    return (MIN_INITIALS <= len(text) <= MAX_INITIALS and text.isalpha() and text.isupper()
+            and gram.norm not in STOPWORDS and gram.norm not in ACRONYMS)
+
+
 def _inside_longer_name(tokens: list[str], ends: list[bool], at: int) -> bool:
     """Return whether the word at `at` is part of a longer capitalised name: a capitalised
     word right after it, or before it (not the sentence's first word, not a title such as
@@ -164,6 +181,7 @@ class EntityIndex:
         self.normal: dict[str, set[str]] = {}
         self.fuzzy: dict[tuple[int, str], list[tuple[str, str]]] = {}  # (words, initial) -> [(name, key)]
         self.nick: dict[str, list[tuple[str, str]]] = {}  # first 3 letters -> [(first name word, key)]
+        self.initials: dict[str, set[str]] = {}  # "jp" -> keys of names of two words or more
         self.max_words = 1
         for key, entity in self.entities.items():
             for name in name_forms(entity):
@@ -179,6 +197,10 @@ class EntityIndex:
                 first = norm.split()[0]
                 if entity.type in NICKNAME_TYPES and len(first) >= MIN_FUZZY_CHARS:
                     self.nick.setdefault(first[:MIN_FUZZY_CHARS], []).append((first, key))
+            for name in name_forms(entity):
+                for short in {initials(words(name)), initials(name.split()), initials(words(name), True)}:
+                    if MIN_INITIALS <= len(short) <= MAX_INITIALS and len(words(name)) > 1:
+                        self.initials.setdefault(short, set()).add(key)
 
     def _allowed(
         self, key: str, gram: Gram, tokens: list[str], ends: list[bool], careful: bool, strategy: str
@@ -244,8 +266,13 @@ class EntityIndex:
                 keys |= {k for k in self.normal.get(singular, ()) if self.entities[k].type in PLURAL_TYPES}
             take(keys, "normalized", 1.0, gram)
         cutoff = threshold * 100
+        shouting = all(t.isupper() for t in tokens if t.isalpha())  # "VOU A LISBOA": no initials
         for gram in grams:
-            if len(gram.norm) < MIN_FUZZY_CHARS or matched_words.intersection(range(gram.start, gram.start + gram.size)):
+            if matched_words.intersection(range(gram.start, gram.start + gram.size)):
+                continue
+            if gram.size == 1 and not shouting and _initials_of_a_name(gram):
+                take(self.initials.get(gram.norm, ()), "initials", 1.0, gram)
+            if len(gram.norm) < MIN_FUZZY_CHARS:
                 continue
             if len(gram.norm) >= MIN_FUZZY_WORD:
                 choices = self.fuzzy.get((gram.size, gram.norm[0]), [])

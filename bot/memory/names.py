@@ -48,6 +48,12 @@ def comparable(text: str) -> str:
     return normalize_name(" ".join(words(text)))
 
 
+def initials(parts: list[str], capitals_only: bool = False) -> str:
+    """Return the initials of a name's words, of every word or of its capitalised ones
+    ("Bank of America": "boa", or "ba")."""
+    return "".join(w[0] for w in parts if w and (not capitals_only or w[:1].isupper())).lower()
+
+
 def entity_key(entity_type: str, name: str) -> str:
     """Return an entity's normalized key, `TYPE:normalized name`."""
     return f"{entity_type.upper()}:{normalize_name(name)}"

@@ -130,6 +130,7 @@ INDEX = EntityIndex([
     entity("Hamburg", "PLACE"), entity("Hamburg Marathon", "EVENT"), entity("Candace Silva"), entity("Thelma"),
     entity("Lolo", "PET"), entity("Porto", "PLACE"), entity("Fitness Hut", "ORG"), entity("Fernando Matusse"),
     entity("Valencia", "PLACE"), entity("Boston", "PLACE"), entity("Maxime"), entity("Pickle", "PET"),
+    entity("Jean-Paul Martin"), entity("Kuala Lumpur", "PLACE"), entity("Old Town Kitchen", "ORG"),
 ])
 
 
@@ -161,6 +162,10 @@ INDEX = EntityIndex([
         ("Best Boston coffee shops?", "PLACE:boston", "exact"),  # a place to drink it, in Boston
         ("My sister and Max are coming over", "PERSON:maxime", "nickname"),  # capitalised mid-sentence: a name
         ("Pickle ate my sock", "PET:pickle", "exact"),
+        ("JP forgot our anniversary again", "PERSON:jean paul martin", "initials"),  # Jean-Paul
+        ("JPM forgot our anniversary again", "PERSON:jean paul martin", "initials"),
+        ("Cheapest way to ship a box to KL?", "PLACE:kuala lumpur", "initials"),
+        ("Is OTK open tonight?", "ORG:old town kitchen", "initials"),
     ],
 )
 def test_levels(message: str, key: str, strategy: str) -> None:
@@ -178,7 +183,8 @@ def test_levels(message: str, key: str, strategy: str) -> None:
      # A name before goods named after it is the kind of thing: a cultivar, a dish, a breed
      "Are Valencia oranges better for juice than navel oranges?", "Is a Boston terrier good with kids?",
      "Boston cream pie recipe", "Max 3 pages?",  # a common word first in the sentence is the word
-     "is it safe to pickle cucumbers?"],  # a pet name that is an everyday word, in lower case
+     "is it safe to pickle cucumbers?",
+     "SHIP IT TO KL ASAP", "Kl is short for kilolitre", "OK see you"],  # shouted, not capitals only  # a pet name that is an everyday word, in lower case
 )
 def test_near_misses_do_not_match(message: str) -> None:
     assert INDEX.match(message, 0.85) == []
