@@ -112,3 +112,10 @@ ACRONYMS = frozenset(
     "xl xs xxl cd dvd usb hdmi wifi vpn ip url www nba nfl fifa uefa bbc cnn nasa fbi cia"
     .split()
 )
+
+#: Abbreviations whose full stop ends no sentence ("Dr. Costa", "St. Louis", "Jarmark św.
+#: Dominika").
+ABBREVIATIONS = frozenset(
+    "dr dra mr mrs ms mme mlle sr sra srta jr st ste sta sto mt ft prof av ave rd blvd vs "
+    "sw św sv hl ul".split()
+)

@@ -40,6 +40,7 @@ from bot.memory.names import (
     words,
 )
 from bot.memory.lexicon import (
+    ABBREVIATIONS,
     ACRONYMS,
     ARTICLES,
     BEFORE_A_NAME,
@@ -86,6 +87,7 @@ class EntityMatch:
 
 
 _SENTENCES = re.compile(r"[.!?;\n]+(?:\s|$)|\n")
+_ABBREVIATION = re.compile(r"\b(" + "|".join(sorted(ABBREVIATIONS)) + r")\.(?=\s)", re.IGNORECASE)
 _RANK = {"exact": 0, "normalized": 1, "fuzzy": 2, "nickname": 3, "initials": 3}
 #: Types whose names are proper names: a capitalised word right after one means a longer
 #: name ("Dakar Rally", "Kwame Nkrumah"), not this entity.
@@ -107,7 +109,8 @@ def _capitalised(word: str) -> bool:
 
 def name_forms(entity: Entity) -> list[str]:
     """Return the names a message may use for an entity: the name, the aliases, and for a
-    person with a full name its first and last names ("Fernando", "Matusse")."""
+    person with a full name its first and last names ("Fernando", "Matusse"). Not a
+    product's model without its brand: too many are words ("a Carnival cruise")."""
     forms = entity.names()
     if entity.type == "PERSON":
         for name in entity.names():
@@ -153,15 +156,18 @@ def _initials_of_a_name(gram: Gram) -> bool:
             and gram.norm not in STOPWORDS and gram.norm not in ACRONYMS)
 
 
-def _inside_longer_name(tokens: list[str], ends: list[bool], at: int) -> bool:
+def _inside_longer_name(tokens: list[str], ends: list[bool], at: int, known: frozenset[str] = frozenset()) -> bool:
     """Return whether the word at `at` is part of a longer capitalised name: a capitalised
     word right after it, or before it (not the sentence's first word, not a title such as
-    "Dr" or "Aunt"), also across a joiner ("Bank of America"). A possessive ends a name:
-    in "Ana's Porto flat" Ana and Porto are two."""
+    "Dr" or "Aunt"), also across a joiner ("Bank of America"), unless the user knows that
+    word too ("to Abeokuta for Funke's wedding": two of their names). A possessive ends a
+    name: in "Ana's Porto flat" Ana and Porto are two."""
     def neighbour(step: int) -> str:
         i = at + step
         if 0 <= i < len(tokens) and normalize_name(tokens[i]) in NAME_JOINERS:
             i += step
+            if 0 <= i < len(tokens) and normalize_name(tokens[i]) in known:
+                return ""
         if not (0 <= i < len(tokens)) or (step < 0 and i == 0):
             return ""
         if ends[min(i, at)]:  # a possessive between the two words
@@ -201,6 +207,7 @@ class EntityIndex:
                 for short in {initials(words(name)), initials(name.split()), initials(words(name), True)}:
                     if MIN_INITIALS <= len(short) <= MAX_INITIALS and len(words(name)) > 1:
                         self.initials.setdefault(short, set()).add(key)
+        self.one_word = frozenset(n for n in self.normal if " " not in n)
 
     def _allowed(
         self, key: str, gram: Gram, tokens: list[str], ends: list[bool], careful: bool, strategy: str
@@ -214,7 +221,7 @@ class EntityIndex:
             return False
         if gram.size == 1 and strategy in ("fuzzy", "nickname") and gram.norm in STOPWORDS:
             return False
-        if gram.size == 1 and _inside_longer_name(tokens, ends, gram.start):
+        if gram.size == 1 and _inside_longer_name(tokens, ends, gram.start, self.one_word):
             return False  # "Dakar Rally", "Instituto Cervantes", "Waiting for Godot"
         before = normalize_name(tokens[gram.start - 1]) if gram.start > 0 else ""
         if entity.type in NICKNAME_TYPES and before in ARTICLES:
@@ -234,7 +241,8 @@ class EntityIndex:
         if not self.entities or not message:
             return []
         hits: list[tuple[str, str, float, Gram]] = []
-        sentences = [s for s in _SENTENCES.split(message) if s.strip()]  # a name never runs across a full stop
+        # A name never runs across a full stop; the one of "Dr." or "św." ends no sentence.
+        sentences = [s for s in _SENTENCES.split(_ABBREVIATION.sub(r"\1", message)) if s.strip()]
         # Whether the writer capitalises at all (a phone does the first letter): then a
         # one-word name in lower case is the ordinary word ("strawberry mochi", "lima beans"),
         # not the pet or the city. A writer who never capitalises gets lower-case matches.

@@ -131,6 +131,8 @@ INDEX = EntityIndex([
     entity("Lolo", "PET"), entity("Porto", "PLACE"), entity("Fitness Hut", "ORG"), entity("Fernando Matusse"),
     entity("Valencia", "PLACE"), entity("Boston", "PLACE"), entity("Maxime"), entity("Pickle", "PET"),
     entity("Jean-Paul Martin"), entity("Kuala Lumpur", "PLACE"), entity("Old Town Kitchen", "ORG"),
+    entity("Abeokuta", "PLACE"), entity("Funke"), entity("Toyota Camry", "PRODUCT"),
+    entity("Jarmark św. Dominika", "EVENT"),
 ])
 
 
@@ -166,6 +168,10 @@ INDEX = EntityIndex([
         ("JPM forgot our anniversary again", "PERSON:jean paul martin", "initials"),
         ("Cheapest way to ship a box to KL?", "PLACE:kuala lumpur", "initials"),
         ("Is OTK open tonight?", "ORG:old town kitchen", "initials"),
+        ("Should we drive to Abeokuta for Funke's wedding?", "PLACE:abeokuta", "exact"),  # two known
+        ("Should we drive to Abeokuta for Funke's wedding?", "PERSON:funke", "exact"),  # names, joined
+        ("What should I sell at Jarmark św. Dominika?", "EVENT:jarmark sw dominika", "normalized"),
+        ("Will Dr. Matusse be in?", "PERSON:fernando matusse", "exact"),  # "Dr." ends no sentence
     ],
 )
 def test_levels(message: str, key: str, strategy: str) -> None:
@@ -184,7 +190,8 @@ def test_levels(message: str, key: str, strategy: str) -> None:
      "Are Valencia oranges better for juice than navel oranges?", "Is a Boston terrier good with kids?",
      "Boston cream pie recipe", "Max 3 pages?",  # a common word first in the sentence is the word
      "is it safe to pickle cucumbers?",
-     "SHIP IT TO KL ASAP", "Kl is short for kilolitre", "OK see you"],  # shouted, not capitals only  # a pet name that is an everyday word, in lower case
+     "SHIP IT TO KL ASAP", "Kl is short for kilolitre", "OK see you",
+     "Tickets for Waiting for Funke", "Is a Camry cruise worth it?"],  # a model alone: too many are words  # shouted, not capitals only  # a pet name that is an everyday word, in lower case
 )
 def test_near_misses_do_not_match(message: str) -> None:
     assert INDEX.match(message, 0.85) == []
