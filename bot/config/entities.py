@@ -25,6 +25,10 @@ class EntitySettings(BaseModel):
     # Facts of entities one RELATED hop from a matched one are picked if the edge weighs this
     # much (one shared fact: 0.75).
     ENTITY_RELATED_WEIGHT: float = Field(default=0.75, ge=0, le=1)
+    # With TASK_EXTRACTION=on, the task model checks the matches: a one-word name found as
+    # written that it did not name is dropped ("kinako powder": the food, not the dog).
+    # false: the task model only adds the entities matching missed.
+    ENTITY_TASK_CHECK: bool = True
 
     @property
     def entity_model(self) -> str:

@@ -28,6 +28,7 @@ from bot.memory.matching import EntityMatch
 from bot.memory.names import entity_key, normalize_name
 from bot.memory.schema import json_candidates
 from bot.observability.metrics import TASKS
+from bot.storage.entities import Entity
 from bot.storage.records import Pair, decode_facts
 
 log = structlog.get_logger(__name__)
@@ -132,17 +133,34 @@ def ask_for_task(llm: LLMClient, prompt: Prompt, request: str, *, model: str, de
     )
 
 
-def model_matches(task: ExtractedTask, turn: Turn) -> list[EntityMatch]:
+def model_matches(task: ExtractedTask, matches: list[EntityMatch], entities: dict[str, Entity]) -> list[EntityMatch]:
     """Return the user's known entities the task model named that matching had not found."""
-    found = {m.key for m in turn.entity_matches}
-    by_name = {normalize_name(n): e for e in turn.entities.values() for n in e.names()}
+    found = {m.key for m in matches}
+    by_name = {normalize_name(n): e for e in entities.values() for n in e.names()}
     out = []
     for named in task.entities:
-        entity = turn.entities.get(entity_key(named.type, named.name)) or by_name.get(normalize_name(named.name))
+        entity = entities.get(entity_key(named.type, named.name)) or by_name.get(normalize_name(named.name))
         if entity is not None and entity.key not in found:
             found.add(entity.key)
             out.append(EntityMatch(entity.key, entity.name, entity.type, "model", 1.0, named.name))
     return out
+
+
+def checked_by_task(
+    task: ExtractedTask, matches: list[EntityMatch], entities: dict[str, Entity]
+) -> tuple[list[EntityMatch], list[EntityMatch]]:
+    """Split the matches into those kept and those the task model read otherwise: a one-word
+    name found as written (exact or normalized) that the model, which saw the user's entities
+    and the message, did not name is the word, not the entity ("kinako powder", "the Canelo
+    fight"). Misspellings, short forms and longer names stay: a model may not name those."""
+    named = {normalize_name(n.name) for n in task.entities} | {entity_key(n.type, n.name) for n in task.entities}
+    kept, dropped = [], []
+    for match in matches:
+        entity = entities.get(match.key)
+        forms = {match.key, normalize_name(match.text), *(normalize_name(n) for n in (entity.names() if entity else []))}
+        one_word_as_written = match.strategy in ("exact", "normalized") and len(match.text.split()) == 1
+        (dropped if one_word_as_written and not forms & named else kept).append(match)
+    return kept, dropped
 
 
 class TaskStep:
@@ -177,7 +195,12 @@ class TaskStep:
             log.warning("task.invalid")
             return
         turn.task = task
-        turn.entity_matches = [*turn.entity_matches, *model_matches(task, turn)]
+        matches, dropped = turn.entity_matches, []
+        if self.settings.ENTITY_TASK_CHECK:
+            matches, dropped = checked_by_task(task, matches, turn.entities)
+        turn.entity_matches = [*matches, *model_matches(task, matches, turn.entities)]
+        if dropped:  # types and levels only: the names are the user's
+            log.info("entities.dropped_by_task", matches=[f"{m.type}:{m.strategy}" for m in dropped])
         TASKS.labels(result="extracted").inc()
         turn.finally_.append(lambda: log.info(
             "task.extracted",

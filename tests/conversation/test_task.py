@@ -168,3 +168,21 @@ def test_a_task_that_only_repeats_the_message_adds_no_line(chat, model: StandinM
     say("What is the capital of Peru")
     reply = calls(model)[-1][1]["messages"]
     assert not any(m["content"].startswith(RESOLVED_PREFIX) for m in reply)
+
+
+def test_the_check_drops_only_one_word_names_found_as_written() -> None:
+    from bot.conversation.task import ExtractedTask, checked_by_task
+    from bot.memory.matching import EntityIndex
+    from bot.storage.entities import Entity
+
+    entities = {e.key: e for e in [
+        Entity("PET:kinako", "Kinako", "PET", [], 0.9, ["dog"]), Entity("PERSON:ana silva", "Ana Silva", "PERSON", [], 0.9, ["sister"]),
+        Entity("PET:rex", "Rex", "PET", [], 0.9, ["dog2"])]}
+    matches = EntityIndex(entities.values()).match("can i put kinako powder in oats for ana silva and rexy", 0.85)
+    assert {m.key: m.strategy for m in matches} == {"PET:kinako": "normalized", "PERSON:ana silva": "normalized",
+                                                     "PET:rex": "fuzzy"}
+    task = ExtractedTask(task="t", depends_on_chat_history=False, depends_on_user_memory=True, entities=[])
+    kept, dropped = checked_by_task(task, matches, entities)
+    assert [m.key for m in dropped] == ["PET:kinako"]  # two words and a misspelling stay
+    named = ExtractedTask.model_validate({**task.model_dump(), "entities": [{"name": "kinako", "type": "PET"}]})
+    assert checked_by_task(named, matches, entities)[1] == []

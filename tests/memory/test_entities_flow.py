@@ -74,6 +74,31 @@ def test_a_nickname_brings_the_pets_facts_and_keeps_the_allergy(chat, model: Sta
         assert "dog_vet" not in block
 
 
+def task_answer(*names: dict) -> dict:  # type: ignore[type-arg]
+    body = {"task": "Say who voices Rex in Toy Story.", "depends_on_chat_history": False,
+            "depends_on_user_memory": True, "entities": list(names)}
+    return {"content": json.dumps(body), "match": "Known fact keys:"}
+
+
+@pytest.mark.parametrize(
+    ("named", "check", "kept"),
+    [([], True, False),  # the model read "Rex in Toy Story" as the film's dinosaur: dropped
+     ([{"name": "Rex", "type": "PET"}], True, True),  # the model says it is the dog: kept
+     ([], False, True)],  # ENTITY_TASK_CHECK=false: the model only adds
+)
+def test_the_task_model_checks_one_word_matches(chat, model: StandinModel, named: list, check: bool, kept: bool) -> None:  # type: ignore[no-untyped-def,type-arg]
+    build, work = chat
+    say = build(TASK_EXTRACTION="on", ENTITY_TASK_CHECK=check)
+    model.script(task_answer())  # the first message's task call, before pass 2's answer is taken
+    learn_about_rex(say, work, model)
+    model.reset()
+    model.script(task_answer(*named))
+    say("Who voices Rex in Toy Story?")
+    block = memory_block_of_last_reply(model)
+    assert "allergies" in block
+    assert ("dog_vet" in block) is kept
+
+
 def test_pass_2_reads_only_what_changed_and_drops_deleted_facts(chat, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
     build, work = chat
     say = build()
