@@ -12,8 +12,11 @@ Deterministic part, no model (entities given), run in CI against the note's targ
 - retrieval_coverage / irrelevant_share: the facts picked for the matched entities (and one
   RELATED hop) against the labelled relevant facts (targets >= 80 % and < 20 %).
 
-Model part: pass 2 (the real prompt, Structured Outputs, the lenient parser) on each user's
-facts against any OpenAI-compatible endpoint; the entities it names against the labels.
+Model part, against any OpenAI-compatible endpoint:
+- pass 2 (the real prompt, Structured Outputs, the lenient parser) on each user's facts; the
+  entities it names against the labels;
+- the task call's check (TASK_EXTRACTION=on): each message's matches after the task model
+  dropped the one-word names it did not name and added those it did; recall and near misses.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bot.conversation.task import ask_for_task, checked_by_task, model_matches, parse_task, render_task_request
+from bot.exceptions import LLMUnavailable
 from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
 from bot.memory.entities import Mention, absorb, relate
@@ -147,6 +152,40 @@ def evaluate_model(users: list[dict[str, Any]], llm: LLMClient, prompt: Prompt, 
             "labelled": labelled, "named": named, "misses": misses}
 
 
+def evaluate_task_check(
+    users: list[dict[str, Any]], llm: LLMClient, prompt: Prompt, model: str, *, threshold: float
+) -> dict[str, Any]:
+    """Match each labelled message, then let the task call check and add (as the task step
+    does with TASK_EXTRACTION=on); return recall and near-miss false matches after it."""
+    expected = hit = near_miss = failed = 0
+    dropped_right = dropped_wrong = 0
+    for user in users:
+        entities = labelled_entities(user)
+        index = EntityIndex(entities.values())
+        names = [f"{e.name} ({e.type})" for e in entities.values()]
+        keys = [f["key"] for f in user["facts"]]
+        for message in user["messages"]:
+            matches = index.match(message["text"], threshold)
+            try:
+                completion = ask_for_task(llm, prompt, render_task_request(message["text"], "", [], keys, names),
+                                          model=model, deadline_s=30.0)
+                task = parse_task(completion.text)
+            except LLMUnavailable:
+                task = None
+            if task is None:  # the bypass: the matches as they are
+                failed += 1
+            else:
+                matches, dropped = checked_by_task(task, matches, entities)
+                matches = [*matches, *model_matches(task, matches, entities)]
+                right = sum(m.key not in message["entities"] for m in dropped)
+                dropped_right, dropped_wrong = dropped_right + right, dropped_wrong + len(dropped) - right
+            found, want = {m.key for m in matches}, set(message["entities"])
+            expected, hit = expected + len(want), hit + len(found & want)
+            near_miss += len(found - want) if message["kind"] == "near_miss" else 0
+    return {"match_recall": _share(hit, expected), "near_miss_false_matches": near_miss,
+            "dropped_right": dropped_right, "dropped_wrong": dropped_wrong, "task_failed": failed}
+
+
 def meets_targets(report: dict[str, Any]) -> dict[str, bool]:
     """Return, for each of the note's targets, whether the deterministic figures meet it."""
     return {
@@ -179,3 +218,9 @@ def print_entity_report(report: dict[str, Any]) -> None:
     if model:
         print(f"  pass 2 ({model['answered_by']} {model['model']}): entity recall {pct(model['entity_recall'])}, "
               f"precision {pct(model['entity_precision'])} ({model['named']} named, {model['labelled']} labelled)")
+    check = report.get("task_check")
+    if check:
+        print(f"  with the task call's check ({check['answered_by']} {check['model']}): match recall "
+              f"{pct(check['match_recall'])}, near-miss false matches {check['near_miss_false_matches']}, "
+              f"dropped {check['dropped_right']} right / {check['dropped_wrong']} wrong, "
+              f"{check['task_failed']} task calls failed")

@@ -102,6 +102,10 @@ def cmd_eval_entities(services: Services, args: argparse.Namespace) -> int:
         model = args.model or s.entity_model
         report["model_part"] = ev.evaluate_model(users, llm, services.prompts.entities, model)
         report["model_part"].update(model=model, answered_by=answered_by(llm.client), endpoint=str(llm.client.base_url))
+        task_model = args.model or s.task_model
+        report["task_check"] = ev.evaluate_task_check(users, llm, services.prompts.task, task_model,
+                                                      threshold=s.ENTITY_FUZZY_THRESHOLD)
+        report["task_check"].update(model=task_model, answered_by=answered_by(llm.client))
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:

@@ -80,5 +80,7 @@ def test_eval_entities_reports_the_deterministic_figures_and_the_model_part(cli,
     assert result.returncode == (0 if all(report["targets_met"].values()) else 1)
     model = report["model_part"]
     assert model["answered_by"] == "stand-in" and model["named"] > 0  # plumbing only, in CI
+    check = report["task_check"]  # every message through the task call, answered and parsed
+    assert check["answered_by"] == "stand-in" and check["task_failed"] == 0 and 0 <= check["match_recall"] <= 1
     text = cli("eval", "entities", "--no-model", "--limit", "3").stdout
     assert "match recall" in text and "pass 2" not in text
