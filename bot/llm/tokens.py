@@ -56,6 +56,16 @@ def encoding_for(model: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(OFFLINE_ENCODING)
 
 
+#: Texts up to this long have their counts cached (memory lines, roles, short messages).
+CACHED_TEXT_CHARS = 400
+
+
+@lru_cache(maxsize=8192)
+def _cached_count(encoding: tiktoken.Encoding, text: str) -> int:
+    """Return the tokens of a short text, remembered (8,192 texts: a few MB at most)."""
+    return len(encoding.encode(text, disallowed_special=()))
+
+
 class TokenCounter:
     """Count and cut text in one model's tokens."""
 
@@ -63,7 +73,10 @@ class TokenCounter:
         self.encoding = encoding_for(model)
 
     def count(self, text: str) -> int:
-        """Return the number of tokens in text."""
+        """Return the number of tokens in text (short texts, such as a user's fact lines
+        counted for every message, from a cache)."""
+        if len(text) <= CACHED_TEXT_CHARS:
+            return _cached_count(self.encoding, text)
         return len(self.encoding.encode(text, disallowed_special=()))
 
     def message_cost(self, role: str, content: str) -> int:

@@ -208,6 +208,7 @@ class EntityIndex:
                     if MIN_INITIALS <= len(short) <= MAX_INITIALS and len(words(name)) > 1:
                         self.initials.setdefault(short, set()).add(key)
         self.one_word = frozenset(n for n in self.normal if " " not in n)
+        self.fuzzy_names = {bucket: [name for name, _ in choices] for bucket, choices in self.fuzzy.items()}
 
     def _allowed(
         self, key: str, gram: Gram, tokens: list[str], ends: list[bool], careful: bool, strategy: str
@@ -260,6 +261,8 @@ class EntityIndex:
         grams = word_grams(sentence, self.max_words)
 
         def take(keys: Iterable[str], strategy: str, score: float, gram: Gram) -> bool:
+            if not keys:
+                return False
             kept = [k for k in keys if self._allowed(k, gram, tokens, ends, careful, strategy)]
             hits.extend((k, strategy, score, gram) for k in kept)
             if kept:
@@ -283,10 +286,12 @@ class EntityIndex:
             if len(gram.norm) < MIN_FUZZY_CHARS:
                 continue
             if len(gram.norm) >= MIN_FUZZY_WORD:
-                choices = self.fuzzy.get((gram.size, gram.norm[0]), [])
-                names = [name for name, _ in choices]
-                for _name, score, at in process.extract(gram.norm, names, scorer=fuzz.ratio, score_cutoff=cutoff, limit=3):
-                    take([choices[at][1]], "fuzzy", score / 100, gram)
+                choices = self.fuzzy.get((gram.size, gram.norm[0]))
+                if choices:
+                    names = self.fuzzy_names[(gram.size, gram.norm[0])]
+                    for _name, score, at in process.extract(gram.norm, names, scorer=fuzz.ratio,
+                                                            score_cutoff=cutoff, limit=3):
+                        take([choices[at][1]], "fuzzy", score / 100, gram)
             # A common word is a name when capitalised inside a sentence ("my sister and Max"),
             # the word when it starts one ("Max 3 pages?", "Will it rain?").
             if gram.size == 1 and _capitalised(gram.text) and (gram.start > 0 or gram.norm not in COMMON_WORDS):

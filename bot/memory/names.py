@@ -72,13 +72,13 @@ class Gram:
 def word_grams(message: str, max_words: int) -> list[Gram]:
     """Return every run of 1..max_words consecutive words of the message."""
     found = words(message)
+    normal = [normalize_name(w) for w in found]  # each word once: a run's is its words' joined
     grams = []
     for size in range(1, max_words + 1):
         for start in range(len(found) - size + 1):
-            raw = " ".join(found[start : start + size])
-            norm = normalize_name(raw)
+            norm = " ".join(n for n in normal[start : start + size] if n)
             if norm:
-                grams.append(Gram(raw, norm, start, size))
+                grams.append(Gram(" ".join(found[start : start + size]), norm, start, size))
     return grams
 
 
