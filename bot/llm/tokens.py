@@ -56,8 +56,9 @@ def encoding_for(model: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(OFFLINE_ENCODING)
 
 
-#: Texts up to this long have their counts cached (memory lines, roles, short messages).
-CACHED_TEXT_CHARS = 400
+#: Texts up to this long have their counts cached (memory lines, roles, the memory block's
+#: frame, short messages).
+CACHED_TEXT_CHARS = 1000
 
 
 @lru_cache(maxsize=8192)

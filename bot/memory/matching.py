@@ -279,6 +279,8 @@ class EntityIndex:
         cutoff = threshold * 100
         shouting = all(t.isupper() for t in tokens if t.isalpha())  # "VOU A LISBOA": no initials
         for gram in grams:
+            if gram.size == 1 and gram.norm in STOPWORDS:  # never a misspelling, short form or initials
+                continue
             if matched_words.intersection(range(gram.start, gram.start + gram.size)):
                 continue
             if gram.size == 1 and not shouting and _initials_of_a_name(gram):

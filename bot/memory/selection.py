@@ -119,6 +119,10 @@ def entity_picks(
     return picks
 
 
+#: The block without its lines, counted once per message (its count is remembered).
+FRAME = "\n".join([HEADER, PREAMBLE, FENCE_OPEN, FENCE_CLOSE, FOOTER])
+
+
 def render_line(item: SelectedFact) -> str:
     """Render one fact as a data line: `- key: "value"`, the scope named when it is not the
     user's own, and the rival value of a conflict. Every fact shown passed the confidence
@@ -192,7 +196,7 @@ def select_memory(
         key=lambda i: (i.tier, -i.fact.importance, -i.fact.confidence, SCOPES.index(i.scope)),
     )
     # Lines are counted once each (+1 for the newline); the frame is counted once.
-    frame = counter.message_cost("system", "\n".join([HEADER, PREAMBLE, FENCE_OPEN, FENCE_CLOSE, FOOTER]))
+    frame = counter.message_cost("system", FRAME)
     chosen: list[SelectedFact] = []
     used = frame
     for item in order:
