@@ -272,16 +272,17 @@ class EntityIndex:
         for gram in grams:
             if take(self.exact.get(gram.text, ()), "exact", 1.0, gram):
                 continue
-            keys = set(self.normal.get(gram.norm, ()))
+            keys: set[str] = self.normal.get(gram.norm, set())
             for singular in singular_forms(gram.norm):
-                keys |= {k for k in self.normal.get(singular, ()) if self.entities[k].type in PLURAL_TYPES}
+                keys = keys | {k for k in self.normal.get(singular, ()) if self.entities[k].type in PLURAL_TYPES}
             take(keys, "normalized", 1.0, gram)
         cutoff = threshold * 100
         shouting = all(t.isupper() for t in tokens if t.isalpha())  # "VOU A LISBOA": no initials
         for gram in grams:
             if gram.size == 1 and gram.norm in STOPWORDS:  # never a misspelling, short form or initials
                 continue
-            if matched_words.intersection(range(gram.start, gram.start + gram.size)):
+            if gram.start in matched_words or (gram.size > 1 and matched_words.intersection(
+                    range(gram.start, gram.start + gram.size))):
                 continue
             if gram.size == 1 and not shouting and _initials_of_a_name(gram):
                 take(self.initials.get(gram.norm, ()), "initials", 1.0, gram)
@@ -296,8 +297,9 @@ class EntityIndex:
                         take([choices[at][1]], "fuzzy", score / 100, gram)
             # A common word is a name when capitalised inside a sentence ("my sister and Max"),
             # the word when it starts one ("Max 3 pages?", "Will it rain?").
-            if gram.size == 1 and _capitalised(gram.text) and (gram.start > 0 or gram.norm not in COMMON_WORDS):
-                for first, key in self.nick.get(gram.norm[:MIN_FUZZY_CHARS], ()):
+            nick = self.nick.get(gram.norm[:MIN_FUZZY_CHARS]) if gram.size == 1 else None
+            if nick and _capitalised(gram.text) and (gram.start > 0 or gram.norm not in COMMON_WORDS):
+                for first, key in nick:
                     share = nickname_share(gram.norm, first)
                     if share >= MIN_NICKNAME_SHARE:
                         take([key], "nickname", round(share, 3), gram)
