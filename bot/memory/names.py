@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 _NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 _WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
@@ -59,9 +60,9 @@ def entity_key(entity_type: str, name: str) -> str:
     return f"{entity_type.upper()}:{normalize_name(name)}"
 
 
-@dataclass(frozen=True)
-class Gram:
-    """A run of consecutive words of a message, as written and normalized."""
+class Gram(NamedTuple):
+    """A run of consecutive words of a message, as written and normalized (a tuple: a
+    message makes a hundred of them)."""
 
     text: str  # as written, words joined by one space
     norm: str  # normalize_name(text)
@@ -69,10 +70,16 @@ class Gram:
     size: int  # how many words
 
 
+@lru_cache(maxsize=65536)
+def _normal_word(word: str) -> str:
+    """normalize_name() of one message word, remembered: chat repeats its words."""
+    return normalize_name(word)
+
+
 def word_grams(message: str, max_words: int) -> list[Gram]:
     """Return every run of 1..max_words consecutive words of the message."""
     found = words(message)
-    normal = [normalize_name(w) for w in found]  # each word once: a run's is its words' joined
+    normal = [_normal_word(w) for w in found]  # each word once: a run's is its words' joined
     grams = []
     for size in range(1, max_words + 1):
         for start in range(len(found) - size + 1):
