@@ -34,8 +34,8 @@ from bot.memory.names import (
     comparable,
     initials,
     normalize_name,
-    possessive_ends,
     singular_forms,
+    split_words,
     word_grams,
     words,
 )
@@ -247,18 +247,19 @@ class EntityIndex:
         # Whether the writer capitalises at all (a phone does the first letter): then a
         # one-word name in lower case is the ordinary word ("strawberry mochi", "lima beans"),
         # not the pet or the city. A writer who never capitalises gets lower-case matches.
-        careful = any(t[:1].isupper() and t != "I" for s in sentences for t in words(s))
-        for sentence in sentences:
-            hits += self._sentence_hits(sentence, threshold, careful)
+        split = [(sentence, *split_words(sentence)) for sentence in sentences]
+        careful = any(t[:1].isupper() and t != "I" for _s, tokens, _e in split for t in tokens)
+        for sentence, tokens, ends in split:
+            hits += self._sentence_hits(sentence, tokens, ends, threshold, careful)
         return self._best(hits)
 
-    def _sentence_hits(self, sentence: str, threshold: float, careful: bool) -> list[tuple[str, str, float, Gram]]:
-        """Return every candidate match in one sentence, by level."""
-        tokens = words(sentence)
-        ends = possessive_ends(sentence)
+    def _sentence_hits(
+        self, sentence: str, tokens: list[str], ends: list[bool], threshold: float, careful: bool
+    ) -> list[tuple[str, str, float, Gram]]:
+        """Return every candidate match in one sentence (its words and possessive ends given), by level."""
         hits: list[tuple[str, str, float, Gram]] = []
         matched_words: set[int] = set()
-        grams = word_grams(sentence, self.max_words)
+        grams = word_grams(sentence, self.max_words, tokens)
 
         def take(keys: Iterable[str], strategy: str, score: float, gram: Gram) -> bool:
             if not keys:
@@ -273,7 +274,7 @@ class EntityIndex:
             if take(self.exact.get(gram.text, ()), "exact", 1.0, gram):
                 continue
             keys: set[str] = self.normal.get(gram.norm, set())
-            for singular in singular_forms(gram.norm):
+            for singular in singular_forms(gram.norm) if gram.norm[-1] == "s" else ():
                 keys = keys | {k for k in self.normal.get(singular, ()) if self.entities[k].type in PLURAL_TYPES}
             take(keys, "normalized", 1.0, gram)
         cutoff = threshold * 100

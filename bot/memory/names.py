@@ -39,9 +39,10 @@ def words(text: str) -> list[str]:
     return [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
 
 
-def possessive_ends(text: str) -> list[bool]:
-    """Return, for each word of `words(text)`, whether it ended in a possessive ("Ana's")."""
-    return [bool(_POSSESSIVE.search(w)) for w in _WORD.findall(text)]
+def split_words(text: str) -> tuple[list[str], list[bool]]:
+    """Return `words(text)` and, for each, whether it ended in a possessive ("Ana's")."""
+    raw = _WORD.findall(text)
+    return [_POSSESSIVE.sub("", w) for w in raw], [bool(_POSSESSIVE.search(w)) for w in raw]
 
 
 def comparable(text: str) -> str:
@@ -76,9 +77,10 @@ def _normal_word(word: str) -> str:
     return normalize_name(word)
 
 
-def word_grams(message: str, max_words: int) -> list[Gram]:
-    """Return every run of 1..max_words consecutive words of the message."""
-    found = words(message)
+def word_grams(message: str, max_words: int, found: list[str] | None = None) -> list[Gram]:
+    """Return every run of 1..max_words consecutive words of the message (`found`: its
+    words, when the caller has them)."""
+    found = words(message) if found is None else found
     normal = [_normal_word(w) for w in found]  # each word once: a run's is its words' joined
     grams = []
     for size in range(1, max_words + 1):
