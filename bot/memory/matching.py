@@ -189,6 +189,7 @@ class EntityIndex:
         self.nick: dict[str, list[tuple[str, str]]] = {}  # first 3 letters -> [(first name word, key)]
         self.initials: dict[str, set[str]] = {}  # "jp" -> keys of names of two words or more
         self.max_words = 1
+        self.starts: set[tuple[int, str]] = set()  # (words, first letter) of every name
         for key, entity in self.entities.items():
             for name in name_forms(entity):
                 norm = comparable(name)
@@ -196,6 +197,7 @@ class EntityIndex:
                     continue
                 size = min(len(norm.split()), MAX_NAME_WORDS)
                 self.max_words = max(self.max_words, size)
+                self.starts.update(((size, norm[0]), (len(words(name)), norm[0])))
                 self.exact.setdefault(" ".join(name.split()), set()).add(key)
                 self.normal.setdefault(norm, set()).add(key)
                 if len(norm) >= MIN_FUZZY_CHARS:
@@ -259,7 +261,7 @@ class EntityIndex:
         """Return every candidate match in one sentence (its words and possessive ends given), by level."""
         hits: list[tuple[str, str, float, Gram]] = []
         matched_words: set[int] = set()
-        grams = word_grams(sentence, self.max_words, tokens)
+        grams = word_grams(sentence, self.max_words, tokens, self.starts)
 
         def take(keys: Iterable[str], strategy: str, score: float, gram: Gram) -> bool:
             if not keys:

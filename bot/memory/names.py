@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Container, NamedTuple
 
 _NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 _WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
@@ -77,16 +77,19 @@ def _normal_word(word: str) -> str:
     return normalize_name(word)
 
 
-def word_grams(message: str, max_words: int, found: list[str] | None = None) -> list[Gram]:
+def word_grams(
+    message: str, max_words: int, found: list[str] | None = None, starts: Container[tuple[int, str]] | None = None
+) -> list[Gram]:
     """Return every run of 1..max_words consecutive words of the message (`found`: its
-    words, when the caller has them)."""
+    words, when the caller has them; `starts`: the (words, first letter) of the names looked
+    for, when runs of two words or more that start no name can be left out)."""
     found = words(message) if found is None else found
     normal = [_normal_word(w) for w in found]  # each word once: a run's is its words' joined
     grams = []
     for size in range(1, max_words + 1):
         for start in range(len(found) - size + 1):
             norm = " ".join(n for n in normal[start : start + size] if n)
-            if norm:
+            if norm and (size == 1 or starts is None or (size, norm[0]) in starts):
                 grams.append(Gram(" ".join(found[start : start + size]), norm, start, size))
     return grams
 
