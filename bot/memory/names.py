@@ -23,9 +23,17 @@ _POSSESSIVE = re.compile(r"['’]s?$")
 PLURAL_TYPES = frozenset({"PRODUCT", "TOOL", "SYSTEM", "PROJECT", "EVENT", "CONCEPT", "FILE", "SKILL"})
 
 
+#: Letters that Unicode does not decompose into a base letter and a mark, spelt as users
+#: write them without the diacritic ("Malgorzata", "Kadikoy", "Dang", "Bjorn").
+_UNDECOMPOSED = str.maketrans({
+    "ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "đ": "d", "Đ": "D", "ð": "d", "Ð": "D", "ı": "i", "ħ": "h",
+    "Ħ": "H", "ŧ": "t", "Ŧ": "T", "æ": "ae", "Æ": "Ae", "œ": "oe", "Œ": "Oe", "þ": "th", "Þ": "Th",
+})
+
+
 def fold(text: str) -> str:
     """Return text with accents dropped and case folded, characters otherwise kept."""
-    decomposed = unicodedata.normalize("NFKD", text)
+    decomposed = unicodedata.normalize("NFKD", text.translate(_UNDECOMPOSED))
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
 

@@ -27,7 +27,8 @@ def entity(name: str, type_: str = "PERSON", aliases: tuple[str, ...] = (), fact
 @pytest.mark.parametrize(
     ("name", "normal"),
     [("São Paulo", "sao paulo"), ("O'Brien's Pub", "o brien s pub"), ("  REX ", "rex"), ("Dr. Lee", "dr lee"),
-     ("Zoë-Ann", "zoe ann"), ("iPhone 15 Pro", "iphone 15 pro")],
+     ("Zoë-Ann", "zoe ann"), ("iPhone 15 Pro", "iphone 15 pro"), ("Małgorzata", "malgorzata"),
+     ("Kadıköy", "kadikoy"), ("Đà Nẵng", "da nang"), ("Bjørn Ærø", "bjorn aero")],
 )
 def test_normalize_name(name: str, normal: str) -> None:
     assert normalize_name(name) == normal
