@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
 
 #: Block headers; a stored value can never contain one.
 MEMORY_HEADER = "PERSISTENT MEMORY (READ-ONLY)"
@@ -19,25 +18,9 @@ _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "\u2028": "\\u2028", "\u2029": "\\u2
 _ESCAPE = re.compile("[<>\u2028\u2029\u0085]")
 
 
-#: Values up to this long are made inert once and remembered: a user's fact values are
-#: rendered for every message.
-CACHED_VALUE_CHARS = 400
-
-
 def inert(value: str) -> str:
     """Make stored text inert inside a fence: one JSON string on one line, with no angle
     brackets (so no fence marker) and no copy of a block header."""
-    return _inert_short(value) if len(value) <= CACHED_VALUE_CHARS else _inert(value)
-
-
-@lru_cache(maxsize=8192)
-def _inert_short(value: str) -> str:
-    """inert() of a short value, remembered (8,192 values: a few MB at most)."""
-    return _inert(value)
-
-
-def _inert(value: str) -> str:
-    """Strip block headers, then encode as one escaped JSON string."""
     previous = None
     while previous != value:  # removing one header can join the halves of another
         previous = value

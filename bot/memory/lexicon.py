@@ -61,7 +61,8 @@ CALENDAR = frozenset(
 #: Words that may stand capitalised before a name without making it another name ("Dr Costa",
 #: "Aunt Maria", "Happy birthday Ana").
 BEFORE_A_NAME = frozenset(
-    "dr mr mrs ms miss sir madam uncle aunt auntie tia tio tía tío grandma grandpa granny nana oma opa vovo vovó "
+    "dr dra mr mrs ms mme mlle sr sra srta prof professor herr frau miss sir madam uncle aunt auntie tia tio tía "
+    "tío grandma grandpa granny nana oma opa vovo vovó "
     "avo avó mom mum dad mama papa happy dear hi hello hey thanks thank merry congrats congratulations good "
     "little baby big old young sweet poor".split()
 )
@@ -106,6 +107,7 @@ VENUES = frozenset("shop shops place places scene market markets bar bars house 
 #: Not places ("LA", "NYC"): a user who has Los Angeles means it.
 ACRONYMS = frozenset(
     "ok okk pls plz ps ai tv pc id it hr pm am omg lol lmao rofl btw fyi asap dm bf gf bff idk tbh ngl "
+    "ac jk fb ig yt lmk gg aka rsvp vc hbd wfh afk eod ooo hmu ily ikr tysm ftw pov tl dr "
     "imo imho eta faq usa uk us eu un uae cv pdf gps atm vat tbd rip wtf diy irl afaik brb ty thx np "
     "nvm smh fomo yolo ceo cfo cto vip dj mc md phd mba bsc msc gp er icu ivf pt pe pr qa ui ux api "
     "ios os app sms mms hq bbq abc dna rna hiv std ko kg km cm mm ml "
@@ -113,9 +115,8 @@ ACRONYMS = frozenset(
     .split()
 )
 
-#: Abbreviations whose full stop ends no sentence ("Dr. Costa", "St. Louis", "Jarmark św.
-#: Dominika").
-ABBREVIATIONS = frozenset(
-    "dr dra mr mrs ms mme mlle sr sra srta jr st ste sta sto mt ft prof av ave rd blvd vs "
-    "sw św sv hl ul".split()
-)
+#: Titles whose full stop ends no sentence: a name follows ("Dr. Costa", "Sra. Silva").
+TITLES = frozenset("dr dra mr mrs ms mme mlle sr sra srta prof".split())
+#: Abbreviations whose full stop ends no sentence only inside a name the user has ("St.
+#: Louis", "Jarmark św. Dominika"): elsewhere it may ("We moved to Baker St. Rex loves it").
+NAME_ABBREVIATIONS = frozenset("st ste sta sto mt sw św sv ul".split())

@@ -40,19 +40,23 @@ from bot.memory.names import (
     words,
 )
 from bot.memory.lexicon import (
-    ABBREVIATIONS,
-    ACRONYMS,
     ARTICLES,
-    BEFORE_A_NAME,
-    CALENDAR,
     COMMON_WORDS,
     DIMINUTIVE_ENDINGS,
-    NAME_JOINERS,
-    NAMESAKE_GOODS,
+    NAME_ABBREVIATIONS,
     ORDINARY_WORDS,
     PERSON_BEFORE,
     STOPWORDS,
-    VENUES,
+    TITLES,
+)
+from bot.memory.surroundings import (
+    MAX_INITIALS,
+    MIN_INITIALS,
+    NAMESAKE_TYPES,
+    capitalised,
+    initials_of_a_name,
+    inside_longer_name,
+    names_goods,
 )
 from bot.storage.entities import Entity, EntityStore
 
@@ -87,7 +91,7 @@ class EntityMatch:
 
 
 _SENTENCES = re.compile(r"[.!?;\n]+(?:\s|$)|\n")
-_ABBREVIATION = re.compile(r"\b(" + "|".join(sorted(ABBREVIATIONS)) + r")\.(?=\s)", re.IGNORECASE)
+_TITLE = re.compile(r"\b(" + "|".join(map(re.escape, sorted(TITLES))) + r")\.(?=\s)", re.IGNORECASE)
 _RANK = {"exact": 0, "normalized": 1, "fuzzy": 2, "nickname": 3, "initials": 3}
 #: Types whose names are proper names: a capitalised word right after one means a longer
 #: name ("Dakar Rally", "Kwame Nkrumah"), not this entity.
@@ -96,17 +100,6 @@ PROPER_TYPES = frozenset({"PERSON", "PET", "PLACE", "ORG", "EVENT"})
 #: short form must keep.
 NICKNAME_TYPES = frozenset({"PERSON", "PET"})
 MIN_NICKNAME_SHARE = 0.35
-#: How many letters initials standing for a name have ("JP" for Jean-Paul, "KL").
-MIN_INITIALS, MAX_INITIALS = 2, 5
-#: Types that lend their names to goods ("Valencia oranges", "Caesar salad").
-NAMESAKE_TYPES = frozenset({"PLACE", "PERSON"})
-
-
-def _capitalised(word: str) -> bool:
-    """Return whether a word is written like a name (Capitalised, not all capitals: "OK", "I")."""
-    return word[:1].isupper() and not word.isupper() and normalize_name(word) not in CALENDAR
-
-
 def name_forms(entity: Entity) -> list[str]:
     """Return the names a message may use for an entity: the name, the aliases, and for a
     person with a full name its first and last names ("Fernando", "Matusse"). Not a
@@ -116,66 +109,20 @@ def name_forms(entity: Entity) -> list[str]:
         for name in entity.names():
             parts = name.split()
             if len(parts) > 1:
-                forms += [p for p in (parts[0], parts[-1])
-                          if len(p) >= MIN_FUZZY_CHARS and normalize_name(p) not in ORDINARY_WORDS]
+                forms += [p for p in (parts[0], parts[-1])  # "Hazel", "Wolf": names, unless in lower case
+                          if len(p) >= MIN_FUZZY_CHARS and normalize_name(p) not in STOPWORDS]
     return list(dict.fromkeys(forms))
 
 
-def nickname_share(word: str, name: str) -> float:
+def nickname_share(word: str, name: str, endings: bool = True) -> float:
     """Return how much of `name` a short form `word` keeps ("Kev" of "kevin": 0.6), with a
     diminutive ending allowed after it ("Luki": "luk" + "i"); 0 when it is not one."""
-    stems = [word] + [word[: -len(e)] for e in DIMINUTIVE_ENDINGS if word.endswith(e) and len(word) > len(e)]
+    stems = [word] + [word[: -len(e)] for e in DIMINUTIVE_ENDINGS if endings and word.endswith(e) and len(word) > len(e)]
     best = 0.0
     for stem in stems:
         if len(stem) >= MIN_FUZZY_CHARS and name.startswith(stem) and word != name:
             best = max(best, len(stem) / len(name))
     return best
-
-
-def _goods(word: str) -> bool:
-    """Return whether a word is goods named after places and people, plural or not."""
-    norm = normalize_name(word)
-    return any(form in NAMESAKE_GOODS for form in (norm, norm[:-1], norm[:-2], norm[:-3] + "y") if form)
-
-
-def _names_goods(tokens: list[str], ends: list[bool], gram: Gram) -> bool:
-    """Return whether the words after a name make it the name of goods ("Valencia oranges",
-    "Boston cream pie"): not after a possessive ("Valencia's oranges"), and not when a place
-    to get them follows ("Boston coffee shops")."""
-    after = gram.start + gram.size
-    if after >= len(tokens) or ends[after - 1] or not tokens[after].islower() or not _goods(tokens[after]):
-        return False
-    return after + 1 >= len(tokens) or normalize_name(tokens[after + 1]) not in VENUES
-
-
-def _initials_of_a_name(gram: Gram) -> bool:
-    """Return whether a message word may be a name's initials: capitals only ("JP", "KL"),
-    not a word or an abbreviation everyone uses ("OK", "UK", "LOL")."""
-    text = gram.text
-    return (MIN_INITIALS <= len(text) <= MAX_INITIALS and text.isalpha() and text.isupper()
-            and gram.norm not in STOPWORDS and gram.norm not in ACRONYMS)
-
-
-def _inside_longer_name(tokens: list[str], ends: list[bool], at: int, known: frozenset[str] = frozenset()) -> bool:
-    """Return whether the word at `at` is part of a longer capitalised name: a capitalised
-    word right after it, or before it (not the sentence's first word, not a title such as
-    "Dr" or "Aunt"), also across a joiner ("Bank of America"), unless the user knows that
-    word too ("to Abeokuta for Funke's wedding": two of their names). A possessive ends a
-    name: in "Ana's Porto flat" Ana and Porto are two."""
-    def neighbour(step: int) -> str:
-        i = at + step
-        if 0 <= i < len(tokens) and normalize_name(tokens[i]) in NAME_JOINERS:
-            i += step
-            if 0 <= i < len(tokens) and normalize_name(tokens[i]) in known:
-                return ""
-        if not (0 <= i < len(tokens)) or (step < 0 and i == 0):
-            return ""
-        if ends[min(i, at)]:  # a possessive between the two words
-            return ""
-        return tokens[i]
-
-    after, before = neighbour(1), neighbour(-1)
-    return _capitalised(after) or (_capitalised(before) and normalize_name(before) not in BEFORE_A_NAME)
 
 
 class EntityIndex:
@@ -190,6 +137,7 @@ class EntityIndex:
         self.initials: dict[str, set[str]] = {}  # "jp" -> keys of names of two words or more
         self.max_words = 1
         self.starts: set[tuple[int, str]] = set()  # (words, first letter) of every name
+        abbreviations: set[str] = set()  # "St" of "St. Louis": its full stop ends no sentence
         for key, entity in self.entities.items():
             for name in name_forms(entity):
                 norm = comparable(name)
@@ -197,7 +145,9 @@ class EntityIndex:
                     continue
                 size = min(len(norm.split()), MAX_NAME_WORDS)
                 self.max_words = max(self.max_words, size)
-                self.starts.update(((size, norm[0]), (len(words(name)), norm[0])))
+                self.starts.update(((size, norm[0]), (len(norm.split()), norm[0]), (len(words(name)), norm[0])))
+                inside = [w for w in words(name)[:-1] if normalize_name(w) in NAME_ABBREVIATIONS]
+                abbreviations.update(w.casefold() for w in inside)
                 self.exact.setdefault(" ".join(name.split()), set()).add(key)
                 self.normal.setdefault(norm, set()).add(key)
                 if len(norm) >= MIN_FUZZY_CHARS:
@@ -210,10 +160,13 @@ class EntityIndex:
                     if MIN_INITIALS <= len(short) <= MAX_INITIALS and len(words(name)) > 1:
                         self.initials.setdefault(short, set()).add(key)
         self.one_word = frozenset(n for n in self.normal if " " not in n)
+        self.abbreviations = re.compile(r"\b(" + "|".join(map(re.escape, sorted(abbreviations))) + r")\.(?=\s)",
+                                        re.IGNORECASE) if abbreviations else None
         self.fuzzy_names = {bucket: [name for name, _ in choices] for bucket, choices in self.fuzzy.items()}
 
     def _allowed(
-        self, key: str, gram: Gram, tokens: list[str], ends: list[bool], careful: bool, strategy: str
+        self, key: str, gram: Gram, tokens: list[str], ends: list[bool], careful: bool, strategy: str,
+        shouting: bool = False,
     ) -> bool:
         """Return whether a candidate stands: written as a name where the writer capitalises,
         not a common word, not the start or end of a longer proper name."""
@@ -224,14 +177,14 @@ class EntityIndex:
             return False
         if gram.size == 1 and strategy in ("fuzzy", "nickname") and gram.norm in STOPWORDS:
             return False
-        if gram.size == 1 and _inside_longer_name(tokens, ends, gram.start, self.one_word):
+        if gram.size == 1 and inside_longer_name(tokens, ends, gram.start, self.one_word, shouting):
             return False  # "Dakar Rally", "Instituto Cervantes", "Waiting for Godot"
         before = normalize_name(tokens[gram.start - 1]) if gram.start > 0 else ""
         if entity.type in NICKNAME_TYPES and before in ARTICLES:
             return False  # "an Elsa costume": a kind of thing, not the person
         if entity.type not in NICKNAME_TYPES and before in PERSON_BEFORE:
             return False  # "daughter Alexandra": a person, not the place Alexandria
-        if entity.type in NAMESAKE_TYPES and _names_goods(tokens, ends, gram):
+        if entity.type in NAMESAKE_TYPES and names_goods(tokens, ends, gram):
             return False  # "Valencia oranges", "a Boston terrier": goods named after it
         if strategy == "fuzzy" and entity.type not in PLURAL_TYPES:
             name = comparable(entity.name)
@@ -245,7 +198,10 @@ class EntityIndex:
             return []
         hits: list[tuple[str, str, float, Gram]] = []
         # A name never runs across a full stop; the one of "Dr." or "św." ends no sentence.
-        sentences = [s for s in _SENTENCES.split(_ABBREVIATION.sub(r"\1", message)) if s.strip()]
+        message = _TITLE.sub(r"\1", message)
+        if self.abbreviations is not None:
+            message = self.abbreviations.sub(r"\1", message)
+        sentences = [s for s in _SENTENCES.split(message) if s.strip()]
         # Whether the writer capitalises at all (a phone does the first letter): then a
         # one-word name in lower case is the ordinary word ("strawberry mochi", "lima beans"),
         # not the pet or the city. A writer who never capitalises gets lower-case matches.
@@ -261,12 +217,13 @@ class EntityIndex:
         """Return every candidate match in one sentence (its words and possessive ends given), by level."""
         hits: list[tuple[str, str, float, Gram]] = []
         matched_words: set[int] = set()
+        shouting = all(t.isupper() for t in tokens if t.isalpha())  # "VOU A LISBOA": no initials
         grams = word_grams(sentence, self.max_words, tokens, self.starts)
 
         def take(keys: Iterable[str], strategy: str, score: float, gram: Gram) -> bool:
             if not keys:
                 return False
-            kept = [k for k in keys if self._allowed(k, gram, tokens, ends, careful, strategy)]
+            kept = [k for k in keys if self._allowed(k, gram, tokens, ends, careful, strategy, shouting)]
             hits.extend((k, strategy, score, gram) for k in kept)
             if kept:
                 matched_words.update(range(gram.start, gram.start + gram.size))
@@ -280,14 +237,13 @@ class EntityIndex:
                 keys = keys | {k for k in self.normal.get(singular, ()) if self.entities[k].type in PLURAL_TYPES}
             take(keys, "normalized", 1.0, gram)
         cutoff = threshold * 100
-        shouting = all(t.isupper() for t in tokens if t.isalpha())  # "VOU A LISBOA": no initials
         for gram in grams:
             if gram.size == 1 and gram.norm in STOPWORDS:  # never a misspelling, short form or initials
                 continue
             if gram.start in matched_words or (gram.size > 1 and matched_words.intersection(
                     range(gram.start, gram.start + gram.size))):
                 continue
-            if gram.size == 1 and not shouting and _initials_of_a_name(gram):
+            if gram.size == 1 and not shouting and initials_of_a_name(gram):
                 take(self.initials.get(gram.norm, ()), "initials", 1.0, gram)
             if len(gram.norm) < MIN_FUZZY_CHARS:
                 continue
@@ -301,9 +257,9 @@ class EntityIndex:
             # A common word is a name when capitalised inside a sentence ("my sister and Max"),
             # the word when it starts one ("Max 3 pages?", "Will it rain?").
             nick = self.nick.get(gram.norm[:MIN_FUZZY_CHARS]) if gram.size == 1 else None
-            if nick and _capitalised(gram.text) and (gram.start > 0 or gram.norm not in COMMON_WORDS):
-                for first, key in nick:
-                    share = nickname_share(gram.norm, first)
+            if nick and capitalised(gram.text) and (gram.start > 0 or gram.norm not in COMMON_WORDS):
+                for first, key in nick:  # "Ruby" is no "Rub" + "y" for Ruben
+                    share = nickname_share(gram.norm, first, endings=gram.norm not in COMMON_WORDS)
                     if share >= MIN_NICKNAME_SHARE:
                         take([key], "nickname", round(share, 3), gram)
         return hits

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 from typing import Container, NamedTuple
 
 _NOT_ALNUM = re.compile(r"[^0-9a-z]+")
@@ -33,6 +32,8 @@ _UNDECOMPOSED = str.maketrans({
 
 def fold(text: str) -> str:
     """Return text with accents dropped and case folded, characters otherwise kept."""
+    if text.isascii():  # nothing to decompose: most chat words
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text.translate(_UNDECOMPOSED))
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
@@ -79,12 +80,6 @@ class Gram(NamedTuple):
     size: int  # how many words
 
 
-@lru_cache(maxsize=65536)
-def _normal_word(word: str) -> str:
-    """normalize_name() of one message word, remembered: chat repeats its words."""
-    return normalize_name(word)
-
-
 def word_grams(
     message: str, max_words: int, found: list[str] | None = None, starts: Container[tuple[int, str]] | None = None
 ) -> list[Gram]:
@@ -92,12 +87,13 @@ def word_grams(
     words, when the caller has them; `starts`: the (words, first letter) of the names looked
     for, when runs of two words or more that start no name can be left out)."""
     found = words(message) if found is None else found
-    normal = [_normal_word(w) for w in found]  # each word once: a run's is its words' joined
+    normal = [normalize_name(w) for w in found]  # each word once: a run's is its words' joined
     grams = []
     for size in range(1, max_words + 1):
         for start in range(len(found) - size + 1):
             norm = " ".join(n for n in normal[start : start + size] if n)
-            if norm and (size == 1 or starts is None or (size, norm[0]) in starts):
+            if norm and (size == 1 or starts is None or (size, norm[0]) in starts
+                         or (norm.count(" ") + 1, norm[0]) in starts):  # "Rock'n Roll": 3 words, 4 forms
                 grams.append(Gram(" ".join(found[start : start + size]), norm, start, size))
     return grams
 

@@ -133,7 +133,9 @@ INDEX = EntityIndex([
     entity("Valencia", "PLACE"), entity("Boston", "PLACE"), entity("Maxime"), entity("Pickle", "PET"),
     entity("Jean-Paul Martin"), entity("Kuala Lumpur", "PLACE"), entity("Old Town Kitchen", "ORG"),
     entity("Abeokuta", "PLACE"), entity("Funke"), entity("Toyota Camry", "PRODUCT"),
-    entity("Jarmark św. Dominika", "EVENT"),
+    entity("Jarmark św. Dominika", "EVENT"), entity("Hazel Wong"), entity("Penny Robinson"), entity("Klaus Wolf"),
+    entity("St. Louis", "PLACE"), entity("Rock'n'Roll Hall", "ORG"), entity("Sant'Anna d'Alessandria", "PLACE"),
+    entity("Ruben"), entity("Alice Cooper"), entity("Lisa Marie King"),
 ])
 
 
@@ -172,7 +174,16 @@ INDEX = EntityIndex([
         ("Should we drive to Abeokuta for Funke's wedding?", "PLACE:abeokuta", "exact"),  # two known
         ("Should we drive to Abeokuta for Funke's wedding?", "PERSON:funke", "exact"),  # names, joined
         ("What should I sell at Jarmark św. Dominika?", "EVENT:jarmark sw dominika", "normalized"),
-        ("Will Dr. Matusse be in?", "PERSON:fernando matusse", "exact"),  # "Dr." ends no sentence
+        ("Will Prof. Matusse be in?", "PERSON:fernando matusse", "exact"),  # a title's full stop
+        ("Can Sra. Silva call me?", "PERSON:ana silva", "exact"),  # ends no sentence
+        ("Flights to St. Louis in May?", "PLACE:st louis", "normalized"),  # nor one inside a known name
+        ("Can Hazel pick me up?", "PERSON:hazel wong", "exact"),  # first and last names that are
+        ("Penny said hi", "PERSON:penny robinson", "exact"),  # also words stay names
+        ("Ask Wolf about it", "PERSON:klaus wolf", "exact"),
+        ("Does Ana teach on Mondays?", "PERSON:ana silva", "exact"),  # "teach" is not tea
+        ("Is the Porto team playing tonight?", "PLACE:porto", "exact"),  # nor "team"
+        ("at the Rock'n Roll Hall tonight", "ORG:rock n roll hall", "normalized"),  # words split at '
+        ("Sant Anna d'Alessandria soon", "PLACE:sant anna d alessandria", "normalized"),
     ],
 )
 def test_levels(message: str, key: str, strategy: str) -> None:
@@ -190,12 +201,32 @@ def test_levels(message: str, key: str, strategy: str) -> None:
      # A name before goods named after it is the kind of thing: a cultivar, a dish, a breed
      "Are Valencia oranges better for juice than navel oranges?", "Is a Boston terrier good with kids?",
      "Boston cream pie recipe", "Max 3 pages?",  # a common word first in the sentence is the word
-     "is it safe to pickle cucumbers?",
-     "SHIP IT TO KL ASAP", "Kl is short for kilolitre", "OK see you",
-     "Tickets for Waiting for Funke", "Is a Camry cruise worth it?"],  # a model alone: too many are words  # shouted, not capitals only  # a pet name that is an everyday word, in lower case
+     "is it safe to pickle cucumbers?",  # a pet name that is an everyday word, in lower case
+     "SHIP IT TO KL ASAP", "Kl is short for kilolitre", "OK see you",  # shouted, not capitals only
+     "the AC is broken again", "LMK when you land",  # chat abbreviations are not initials
+     "Tickets for Waiting for Funke", "Is a Camry cruise worth it?",  # a model alone: too many are words
+     "watching HBO Max tonight", "I'm learning Ruby"],  # a longer name; a word with an ending is no short form
 )
 def test_near_misses_do_not_match(message: str) -> None:
     assert INDEX.match(message, 0.85) == []
+
+
+def test_an_abbreviation_ends_a_sentence_unless_a_known_name_has_it() -> None:
+    message = "We moved to Baker St. Rex loves it."
+    assert [m.key for m in EntityIndex([entity("Rex", "PET")]).match(message, 0.85)] == ["PET:rex"]
+    # A user who has St. Louis: "St. Rex" reads as one name, as "St. Louis" must (the trade-off)
+    assert EntityIndex([entity("Rex", "PET"), entity("St. Louis", "PLACE")]).match(message, 0.85) == []
+
+
+def test_leaving_out_runs_that_start_no_name_changes_no_match() -> None:
+    from bot.memory.names import word_grams
+
+    messages = ["at the Rock'n Roll Hall tonight", "Sant Anna d'Alessandria soon", "D'Angelo O Brien called",
+                "Training plan for the Hamburg Marathon please", "Vou a LISBOA amanhã"]
+    for message in messages:
+        every = [g for g in word_grams(message, INDEX.max_words) if g.size == 1 or g.norm in INDEX.normal]
+        kept = word_grams(message, INDEX.max_words, None, INDEX.starts)
+        assert set(every) <= set(kept)  # every run a name could be, exactly or normalized, is kept
 
 
 def test_a_name_inside_a_longer_one_is_not_matched_twice() -> None:
