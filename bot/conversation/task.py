@@ -41,6 +41,8 @@ TASK_ATTEMPTS = 3
 REPLY_RESERVE_S = 6.0
 #: Recent pairs shown to the task model (the newest).
 TASK_RECENT_PAIRS = 3
+#: Matches the task model's entity list confirms or drops (one word found as written).
+CHECKED_STRATEGIES = frozenset({"exact", "normalized", "initials"})
 #: Facts kept when memory is not needed: what keeps the user safe (allergies, medications).
 SAFETY_CATEGORIES = frozenset({"health"})
 
@@ -58,7 +60,9 @@ class ExtractedTask(BaseModel):
     task: str = Field(min_length=1, max_length=600)
     depends_on_chat_history: bool
     depends_on_user_memory: bool
-    entities: list[TaskEntity] = []
+    # None when the answer left the list out (a lenient parse of a non-strict server): then
+    # the model said nothing about the entities, and no match is dropped.
+    entities: list[TaskEntity] | None = None
 
 
 #: Structured Outputs schema (strict: every property required, nothing else allowed).
@@ -138,7 +142,7 @@ def model_matches(task: ExtractedTask, matches: list[EntityMatch], entities: dic
     found = {m.key for m in matches}
     by_name = {normalize_name(n): e for e in entities.values() for n in e.names()}
     out = []
-    for named in task.entities:
+    for named in task.entities or []:
         entity = entities.get(entity_key(named.type, named.name)) or by_name.get(normalize_name(named.name))
         if entity is not None and entity.key not in found:
             found.add(entity.key)
@@ -150,15 +154,18 @@ def checked_by_task(
     task: ExtractedTask, matches: list[EntityMatch], entities: dict[str, Entity]
 ) -> tuple[list[EntityMatch], list[EntityMatch]]:
     """Split the matches into those kept and those the task model read otherwise: a one-word
-    name found as written (exact or normalized) that the model, which saw the user's entities
-    and the message, did not name is the word, not the entity ("kinako powder", "the Canelo
-    fight"). Misspellings, short forms and longer names stay: a model may not name those."""
+    name found as written (exact, normalized, or initials) that the model, which saw the
+    user's entities and the message, did not name is the word, not the entity ("kinako
+    powder", "the Canelo fight", "the AC is broken"). Misspellings, short forms and longer
+    names stay: a model may not name those. Nothing is dropped when the answer had no list."""
+    if task.entities is None:
+        return list(matches), []
     named = {normalize_name(n.name) for n in task.entities} | {entity_key(n.type, n.name) for n in task.entities}
     kept, dropped = [], []
     for match in matches:
         entity = entities.get(match.key)
         forms = {match.key, normalize_name(match.text), *(normalize_name(n) for n in (entity.names() if entity else []))}
-        one_word_as_written = match.strategy in ("exact", "normalized") and len(match.text.split()) == 1
+        one_word_as_written = match.strategy in CHECKED_STRATEGIES and len(match.text.split()) == 1
         (dropped if one_word_as_written and not forms & named else kept).append(match)
     return kept, dropped
 
@@ -206,7 +213,7 @@ class TaskStep:
             "task.extracted",
             depends_on_chat_history=task.depends_on_chat_history,
             depends_on_user_memory=task.depends_on_user_memory,
-            entities=len(task.entities),
+            entities=len(task.entities or []),
             prompt_tokens_saved=turn.prompt_tokens_saved,
             task_tokens=completion.prompt_tokens + completion.completion_tokens,
         ))

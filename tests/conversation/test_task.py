@@ -186,3 +186,5 @@ def test_the_check_drops_only_one_word_names_found_as_written() -> None:
     assert [m.key for m in dropped] == ["PET:kinako"]  # two words and a misspelling stay
     named = ExtractedTask.model_validate({**task.model_dump(), "entities": [{"name": "kinako", "type": "PET"}]})
     assert checked_by_task(named, matches, entities)[1] == []
+    silent = parse_task('{"task": "t", "depends_on_chat_history": false, "depends_on_user_memory": true}')
+    assert silent is not None and checked_by_task(silent, matches, entities)[1] == []  # no list: nothing said
