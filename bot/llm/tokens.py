@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from functools import lru_cache
 
@@ -56,15 +57,12 @@ def encoding_for(model: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(OFFLINE_ENCODING)
 
 
-#: Texts up to this long have their counts cached (memory lines, roles, the memory block's
-#: frame, short messages).
+#: Texts up to this long have their counts remembered (memory lines, roles, the memory
+#: block's frame, short messages), by a digest: the cache holds no text of the user's.
 CACHED_TEXT_CHARS = 1000
-
-
-@lru_cache(maxsize=8192)
-def _cached_count(encoding: tiktoken.Encoding, text: str) -> int:
-    """Return the tokens of a short text, remembered (8,192 texts: a few MB at most)."""
-    return len(encoding.encode(text, disallowed_special=()))
+#: At most this many counts are remembered per process (then the cache starts again).
+CACHED_COUNTS = 8192
+_counts: dict[tuple[str, bytes], int] = {}
 
 
 class TokenCounter:
@@ -76,9 +74,16 @@ class TokenCounter:
     def count(self, text: str) -> int:
         """Return the number of tokens in text (short texts, such as a user's fact lines
         counted for every message, from a cache)."""
-        if len(text) <= CACHED_TEXT_CHARS:
-            return _cached_count(self.encoding, text)
-        return len(self.encoding.encode(text, disallowed_special=()))
+        if len(text) > CACHED_TEXT_CHARS:
+            return len(self.encoding.encode(text, disallowed_special=()))
+        key = (self.encoding.name, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        count = _counts.get(key)
+        if count is None:
+            count = len(self.encoding.encode(text, disallowed_special=()))
+            if len(_counts) >= CACHED_COUNTS:
+                _counts.clear()
+            _counts[key] = count
+        return count
 
     def message_cost(self, role: str, content: str) -> int:
         """Return the prompt tokens one message adds: framing, role and content."""
