@@ -16,18 +16,24 @@ HEADERS = (MEMORY_HEADER, SUMMARY_HEADER)
 #: that some reader takes for a line break.
 _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
 _ESCAPE = re.compile("[<>\u2028\u2029\u0085]")
+#: One encoder, built once (json.dumps with options builds one per call).
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def inert(value: str) -> str:
     """Make stored text inert inside a fence: one JSON string on one line, with no angle
     brackets (so no fence marker) and no copy of a block header."""
     previous = None
-    while previous != value:  # removing one header can join the halves of another
+    while previous != value and any(h in value for h in HEADERS):  # removing one can join another's halves
         previous = value
         for header in HEADERS:
             value = value.replace(header, "")
-    encoded = json.dumps(value, ensure_ascii=False)
-    return _ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], encoded)
+    encoded = _ENCODE(value)
+    return _ESCAPE.sub(_escaped, encoded) if _ESCAPE.search(encoded) else encoded
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return _ESCAPES[match.group(0)]
 
 
 def fenced(header: str, preamble: str, name: str, lines: list[str], footer: str = "") -> str:
