@@ -28,6 +28,7 @@ import string
 import sys
 import tempfile
 import time
+import timeit
 import uuid
 from pathlib import Path
 
@@ -492,6 +493,9 @@ def main() -> int:
     rng = random.Random(12)
     started = time.perf_counter()
     configure_logging("WARNING", False)  # the domain functions log each run at INFO
+    # The figures depend on the core: this says how fast this one is, for comparing runs.
+    calibration = min(timeit.repeat("sum(range(10**6))", number=5, repeat=5)) / 5 * 1000
+    print(f"0. This core: sum(range(10**6)) takes {calibration:.1f} ms (as python -m timeit measures it)")
     matching(rng)
     with tempfile.TemporaryDirectory() as tmp:
         embedded = start_embedded_redis(Path(tmp) / "bench.db")
