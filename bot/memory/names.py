@@ -88,11 +88,13 @@ def word_grams(
     for, when runs of two words or more that start no name can be left out)."""
     found = words(message) if found is None else found
     normal = [normalize_name(w) for w in found]  # each word once: a run's is its words' joined
-    grams = []
-    for size in range(1, max_words + 1):
+    grams = [Gram(word, norm, i, 1) for i, (word, norm) in enumerate(zip(found, normal)) if norm]
+    every_word_counts = all(normal)  # then a run's normal form is a plain join
+    for size in range(2, max_words + 1):
         for start in range(len(found) - size + 1):
-            norm = " ".join(n for n in normal[start : start + size] if n)
-            if norm and (size == 1 or starts is None or (size, norm[0]) in starts
+            part = normal[start : start + size]
+            norm = " ".join(part) if every_word_counts else " ".join(n for n in part if n)
+            if norm and (starts is None or (size, norm[0]) in starts
                          or (norm.count(" ") + 1, norm[0]) in starts):  # "Rock'n Roll": 3 words, 4 forms
                 grams.append(Gram(" ".join(found[start : start + size]), norm, start, size))
     return grams
