@@ -113,6 +113,10 @@ class StandinModel:
         record: str = "full",
     ) -> None:
         self.latency_s = latency_s
+        #: Cleared, every answer waits until it is set again (at most a minute): a test holds
+        #: the model for as long as it needs, on a machine of any speed.
+        self.gate = threading.Event()
+        self.gate.set()
         self.reply_chars = reply_chars
         self.record = record
         self._lock = threading.Lock()
@@ -157,7 +161,8 @@ class StandinModel:
             return list(self._requests)
 
     def reset(self) -> None:
-        """Forget the script and the recorded requests."""
+        """Forget the script and the recorded requests; open the gate."""
+        self.gate.set()
         with self._lock:
             self._steps.clear()
             self._requests.clear()
@@ -306,6 +311,7 @@ class StandinModel:
                     return
                 if self.path.rstrip("/") == "/v1/chat/completions":
                     status, payload, delay = model.answer(body)
+                    model.gate.wait(timeout=60)
                     if delay:
                         time.sleep(delay)
                     self._send(status, payload)
