@@ -75,7 +75,9 @@ def stop(runner: subprocess.Popen[str], sig: int) -> str:
 
 def test_make_run_remembers_with_the_stand_in_alone_and_stops_clean(tmp_path: Path) -> None:
     tag = uuid.uuid4().hex
-    env = newcomer_env(tag, EXTRACTION_IDLE_S="2")  # extraction waits for a pause: a short one
+    # Extraction waits for a pause: a short one. Two worker processes, not the default twelve:
+    # the supervisor is the same, and a 2-core machine starts them in a quarter of the time.
+    env = newcomer_env(tag, EXTRACTION_IDLE_S="2", WORKER_PROCESSES="2")
     runner = start_runner(tmp_path, env)
     try:
         shared = wait_until_up(tmp_path, runner)
@@ -152,7 +154,7 @@ def test_ctrl_c_in_a_terminal_ends_make_with_exit_0(tmp_path: Path) -> None:
     tag = uuid.uuid4().hex
     shutil.copy(ROOT / "Procfile", tmp_path / "Procfile")
     (tmp_path / "Makefile").write_text(f"run:\n\t{sys.executable} -m bot.dev.runner\n")
-    env = newcomer_env(tag)
+    env = newcomer_env(tag, WORKER_PROCESSES="2")  # what is under test is the terminal, not the workers
     pid, fd = pty.fork()
     if pid == 0:  # the child: a terminal session running make, as a developer would
         os.chdir(tmp_path)
