@@ -32,6 +32,7 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import ENTITIES_PREFIX, MEMORY_PREFIX, user_key
+from bot.storage.optimistic import holds_write, watched
 from bot.storage.records import Fact, as_float, text
 from bot.storage.triggers import ENTITY_JOB
 
@@ -45,8 +46,6 @@ HASH_BYTES = 3
 VERSION_FIELD = "entities_version"
 #: RELATED edges kept per entity, the heaviest.
 MAX_RELATED = 8
-#: Optimistic transactions retry this often when a concurrent write touched the same keys.
-WATCH_RETRIES = 8
 _UNSAFE = str.maketrans({"|": "/", ";": ",", ",": " ", "\n": " ", "\r": " ", "#": " "})
 
 
@@ -189,35 +188,28 @@ class EntityStore:
         write. Return the new state, or None when refused (erased, opted out, taken over)."""
         key = user_key(ENTITIES_PREFIX, user)
         memory_key = user_key(MEMORY_PREFIX, user)
-        for _ in range(WATCH_RETRIES):
-            try:
-                with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.watch(key, memory_key)
-                    if text(pipe.hget(memory_key, f"{ENTITY_JOB}_token")) != token or text(
-                        pipe.hget(memory_key, "opted_out")
-                    ) == "1":
-                        pipe.unwatch()
-                        return None
-                    old = text(pipe.get(key))
-                    state = change(decode_state(old, self.key_of))
-                    new = encode_state(state)
-                    pipe.multi()
-                    if new != old:
-                        pipe.set(key, new)
-                        # a new random version (not a counter: an erased user's would restart and
-                        # match an index a process still holds); only a change makes indexes stale
-                        pipe.hset(memory_key, VERSION_FIELD, uuid.uuid4().hex[:12])
-                    pipe.hdel(memory_key, f"{ENTITY_JOB}_at", f"{ENTITY_JOB}_token")
-                    if self.ttl_seconds:
-                        pipe.expire(key, self.ttl_seconds)
-                        pipe.expire(memory_key, self.ttl_seconds)
-                    pipe.execute()
-                    return state
-            except redis.WatchError:
-                continue
-            except redis.RedisError as err:
-                raise StoreUnavailable(str(err)) from err
-        raise StoreUnavailable(f"entities of {user[:4]}… kept changing; gave up after {WATCH_RETRIES} tries")
+
+        def attempt(pipe: Any) -> EntityState | None:
+            if not holds_write(pipe, memory_key, ENTITY_JOB, token):
+                pipe.unwatch()
+                return None
+            old = text(pipe.get(key))
+            state = change(decode_state(old, self.key_of))
+            new = encode_state(state)
+            pipe.multi()
+            if new != old:
+                pipe.set(key, new)
+                # a new random version (not a counter: an erased user's would restart and
+                # match an index a process still holds); only a change makes indexes stale
+                pipe.hset(memory_key, VERSION_FIELD, uuid.uuid4().hex[:12])
+            pipe.hdel(memory_key, f"{ENTITY_JOB}_at", f"{ENTITY_JOB}_token")
+            if self.ttl_seconds:
+                pipe.expire(key, self.ttl_seconds)
+                pipe.expire(memory_key, self.ttl_seconds)
+            pipe.execute()
+            return state
+
+        return watched(self.redis, (key, memory_key), attempt, f"entities of {user[:4]}…")
 
     def raw_bytes(self, user: str) -> int:
         """Return the bytes Redis uses for the user's entity key (MEMORY USAGE)."""

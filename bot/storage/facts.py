@@ -13,13 +13,12 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, ORG_FACTS_KEY, SESSION_FACTS_PREFIX, user_key
+from bot.storage.optimistic import holds_write, watched
 from bot.storage.records import Fact, as_int, decode_facts, text
 from bot.storage.triggers import EXTRACTION_JOB
 
 #: How long a process trusts its copy of the org facts before reading them again.
 ORG_CACHE_S = 30.0
-#: Optimistic transactions retry this often when a concurrent write touched the same keys.
-WATCH_RETRIES = 8
 
 
 class FactStore:
@@ -64,41 +63,34 @@ class FactStore:
         """
         facts_key = self._scope_key(user, scope)
         memory_key = user_key(MEMORY_PREFIX, user)
-        for _ in range(WATCH_RETRIES):
-            try:
-                with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.watch(facts_key, memory_key)
-                    existing = decode_facts(pipe.hgetall(facts_key))
-                    progress = as_int(text(pipe.hget(memory_key, "extracted_seq")), "extracted_seq")
-                    holder = text(pipe.hget(memory_key, f"{EXTRACTION_JOB}_token"))
-                    opted_out = text(pipe.hget(memory_key, "opted_out")) == "1"
-                    if token is not None and (holder != token or opted_out):
-                        pipe.unwatch()
-                        return None
-                    result = merge(existing)
-                    pipe.multi()
-                    if result.upserts:
-                        pipe.hset(facts_key, mapping={k: f.to_json() for k, f in result.upserts.items()})
-                    if result.deletes:
-                        pipe.hdel(facts_key, *result.deletes)
-                    for name, value in result.stats.as_dict().items():
-                        if value and count_stats:
-                            pipe.hincrby(memory_key, f"stat_{name}", value)
-                    if extracted_seq is not None and extracted_seq > progress:
-                        pipe.hset(memory_key, "extracted_seq", extracted_seq)
-                    if token is not None and extracted_seq is not None:  # the job's last write
-                        pipe.hdel(memory_key, f"{EXTRACTION_JOB}_at", f"{EXTRACTION_JOB}_token")
-                    if self._ttl(scope):
-                        pipe.expire(facts_key, self._ttl(scope))
-                    if self.facts_ttl_seconds:
-                        pipe.expire(memory_key, self.facts_ttl_seconds)
-                    pipe.execute()
-                    return result
-            except redis.WatchError:
-                continue
-            except redis.RedisError as err:
-                raise StoreUnavailable(str(err)) from err
-        raise StoreUnavailable(f"facts of {user[:4]}… kept changing; gave up after {WATCH_RETRIES} tries")
+
+        def attempt(pipe: Any) -> Any:
+            if token is not None and not holds_write(pipe, memory_key, EXTRACTION_JOB, token):
+                pipe.unwatch()
+                return None
+            existing = decode_facts(pipe.hgetall(facts_key))
+            progress = as_int(text(pipe.hget(memory_key, "extracted_seq")), "extracted_seq")
+            result = merge(existing)
+            pipe.multi()
+            if result.upserts:
+                pipe.hset(facts_key, mapping={k: f.to_json() for k, f in result.upserts.items()})
+            if result.deletes:
+                pipe.hdel(facts_key, *result.deletes)
+            for name, value in result.stats.as_dict().items():
+                if value and count_stats:
+                    pipe.hincrby(memory_key, f"stat_{name}", value)
+            if extracted_seq is not None and extracted_seq > progress:
+                pipe.hset(memory_key, "extracted_seq", extracted_seq)
+            if token is not None and extracted_seq is not None:  # the job's last write
+                pipe.hdel(memory_key, f"{EXTRACTION_JOB}_at", f"{EXTRACTION_JOB}_token")
+            if self._ttl(scope):
+                pipe.expire(facts_key, self._ttl(scope))
+            if self.facts_ttl_seconds:
+                pipe.expire(memory_key, self.facts_ttl_seconds)
+            pipe.execute()
+            return result
+
+        return watched(self.redis, (facts_key, memory_key), attempt, f"facts of {user[:4]}…")
 
     def delete(self, user: str, key: str, scope: str = "user") -> bool:
         """Delete one fact; return whether it existed."""
