@@ -65,6 +65,14 @@ def _json_body() -> dict:  # type: ignore[type-arg]
     return data
 
 
+def _json_flag(name: str) -> bool:
+    """Return the true-or-false field `name` of the JSON body; 400 when it is anything else."""
+    value = _json_body().get(name)
+    if not isinstance(value, bool):
+        abort(400, description=f"{name} must be true or false")
+    return value
+
+
 @bp.errorhandler(OperationError)
 def operation_error(err: OperationError) -> ResponseReturnValue:
     """Turn a bad operator request into a 400 with the reason."""
@@ -128,12 +136,10 @@ def memory_context(e164: str) -> ResponseReturnValue:
 @bp.put("/users/<e164>/task")
 def task_setting(e164: str) -> ResponseReturnValue:
     """Turn the task call before each reply on or off for one user: {"enabled": true|false}."""
-    body = _json_body()
-    if not isinstance(body.get("enabled"), bool):
-        abort(400, description="enabled must be true or false")
+    enabled = _json_flag("enabled")
     user = _user(e164)
-    set_task_extraction(_services().users, user, body["enabled"], actor="admin_api", via="admin_api")
-    return jsonify(user=user, task_extraction="on" if body["enabled"] else "off")
+    set_task_extraction(_services().users, user, enabled, actor="admin_api", via="admin_api")
+    return jsonify(user=user, task_extraction="on" if enabled else "off")
 
 
 @bp.get("/users/<e164>/entities")
@@ -166,12 +172,10 @@ def memory_select(e164: str) -> ResponseReturnValue:
 @bp.put("/users/<e164>/memory/settings")
 def memory_settings(e164: str) -> ResponseReturnValue:
     """Turn extraction off or on: {"opted_out": true|false}."""
-    body = _json_body()
-    if not isinstance(body.get("opted_out"), bool):
-        abort(400, description="opted_out must be true or false")
+    opted_out = _json_flag("opted_out")
     user = _user(e164)
-    set_opt_out(_services().users, user, body["opted_out"], actor="admin_api", via="admin_api")
-    return jsonify(user=user, opted_out=body["opted_out"])
+    set_opt_out(_services().users, user, opted_out, actor="admin_api", via="admin_api")
+    return jsonify(user=user, opted_out=opted_out)
 
 
 @bp.get("/users/<e164>/export")
