@@ -143,11 +143,11 @@ class EntityIndex:
                 norm = comparable(name)
                 if not norm:
                     continue
+                parts = words(name)
                 size = min(len(norm.split()), MAX_NAME_WORDS)
                 self.max_words = max(self.max_words, size)
-                self.starts.update(((size, norm[0]), (len(norm.split()), norm[0]), (len(words(name)), norm[0])))
-                inside = [w for w in words(name)[:-1] if normalize_name(w) in NAME_ABBREVIATIONS]
-                abbreviations.update(w.casefold() for w in inside)
+                self.starts.update(((size, norm[0]), (len(norm.split()), norm[0]), (len(parts), norm[0])))
+                abbreviations.update(w.casefold() for w in parts[:-1] if normalize_name(w) in NAME_ABBREVIATIONS)
                 self.exact.setdefault(" ".join(name.split()), set()).add(key)
                 self.normal.setdefault(norm, set()).add(key)
                 if len(norm) >= MIN_FUZZY_CHARS:
@@ -155,10 +155,10 @@ class EntityIndex:
                 first = norm.split()[0]
                 if entity.type in NICKNAME_TYPES and len(first) >= MIN_FUZZY_CHARS:
                     self.nick.setdefault(first[:MIN_FUZZY_CHARS], []).append((first, key))
-            for name in name_forms(entity):
-                for short in {initials(words(name)), initials(name.split()), initials(words(name), True)}:
-                    if MIN_INITIALS <= len(short) <= MAX_INITIALS and len(words(name)) > 1:
-                        self.initials.setdefault(short, set()).add(key)
+                if len(parts) > 1:  # "JP" for Jean-Paul, "KL" for Kuala Lumpur
+                    for short in {initials(parts), initials(name.split()), initials(parts, True)}:
+                        if MIN_INITIALS <= len(short) <= MAX_INITIALS:
+                            self.initials.setdefault(short, set()).add(key)
         self.one_word = frozenset(n for n in self.normal if " " not in n)
         self.abbreviations = re.compile(r"\b(" + "|".join(map(re.escape, sorted(abbreviations))) + r")\.(?=\s)",
                                         re.IGNORECASE) if abbreviations else None
