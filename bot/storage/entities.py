@@ -210,10 +210,3 @@ class EntityStore:
             return state
 
         return watched(self.redis, (key, memory_key), attempt, f"entities of {user[:4]}…")
-
-    def raw_bytes(self, user: str) -> int:
-        """Return the bytes Redis uses for the user's entity key (MEMORY USAGE)."""
-        try:
-            return int(self.redis.memory_usage(user_key(ENTITIES_PREFIX, user), samples=0) or 0)
-        except redis.RedisError as err:
-            raise StoreUnavailable(str(err)) from err

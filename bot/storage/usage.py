@@ -17,6 +17,7 @@ from bot.exceptions import StoreUnavailable
 from bot.storage.keys import CONTEXT_PREFIX, MEMORY_PREFIX, USAGE_PREFIX, user_key
 from bot.storage.records import as_int, text
 from bot.storage.scripts import Scripts
+from bot.storage.users import scan_keyed_users
 
 #: The purposes kept apart (the model client's "extraction" is counted as "facts").
 PURPOSES = ("reply", "task", "summary", "facts", "entities")
@@ -84,5 +85,4 @@ class UsageStore:
 
     def users(self) -> Iterator[str]:
         """Yield every user with counted usage (SCAN, every master of a cluster)."""
-        for key in self.redis.scan_iter(match=f"{USAGE_PREFIX}*", count=500):
-            yield text(key)[len(USAGE_PREFIX) :].strip("{}")
+        return scan_keyed_users(self.redis, USAGE_PREFIX)

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 import redis
 
 from bot.exceptions import StoreUnavailable
-from bot.storage.keys import CONTEXT_PREFIX, FACTS_PREFIX, user_keys
+from bot.storage.keys import CONTEXT_PREFIX, FACTS_PREFIX, user_key, user_keys
 from bot.storage.records import as_float, text
 
 
@@ -39,14 +39,19 @@ def key_report(client: redis.Redis, keys: list[str]) -> list[dict[str, Any]]:
     return report
 
 
+def scan_keyed_users(client: redis.Redis, prefix: str) -> Iterator[str]:
+    """Yield every user with a `prefix{+E164}` key, with SCAN (every master of a cluster)."""
+    for key in client.scan_iter(match=f"{prefix}*", count=500):
+        yield text(key)[len(prefix) :].strip("{}")
+
+
 def scan_fact_users(client: redis.Redis) -> Iterator[str]:
     """Yield every user with stored facts (their conversation may have expired), with SCAN."""
-    for key in client.scan_iter(match=f"{FACTS_PREFIX}*", count=500):
-        yield text(key)[len(FACTS_PREFIX) :].strip("{}")
+    return scan_keyed_users(client, FACTS_PREFIX)
 
 
 def scan_users(client: redis.Redis) -> Iterator[tuple[str, float | None]]:
     """Yield (user, last interaction) for every user with stored context, found with SCAN."""
-    for key in client.scan_iter(match=f"{CONTEXT_PREFIX}*", count=500):
-        user = text(key)[len(CONTEXT_PREFIX) :].strip("{}")
-        yield user, as_float(text(client.hget(key, "last_interaction_timestamp")), "last_interaction_timestamp")
+    for user in scan_keyed_users(client, CONTEXT_PREFIX):
+        stamp = client.hget(user_key(CONTEXT_PREFIX, user), "last_interaction_timestamp")
+        yield user, as_float(text(stamp), "last_interaction_timestamp")
