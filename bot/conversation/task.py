@@ -29,12 +29,11 @@ from bot.memory.names import entity_key, normalize_name
 from bot.memory.schema import json_candidates
 from bot.observability.metrics import TASKS
 from bot.storage.entities import Entity
+from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.records import Pair, decode_facts
 
 log = structlog.get_logger(__name__)
 
-#: The user_memory field that turns the task call off for one user ("1").
-TASK_OFF_FIELD = "task_off"
 #: Attempts of the task call (the first and two retries), all inside TASK_DEADLINE_S.
 TASK_ATTEMPTS = 3
 #: Kept for the reply call after the task call: it never eats the reply's time.

@@ -69,13 +69,13 @@ def _reextract(services: Services, args: argparse.Namespace) -> int:
 def cmd_recall(services: Services, args: argparse.Namespace) -> int:
     """Show which entities a text names and which facts it would bring into the prompt."""
     s = services
-    found = recall(s.users, s.settings, args.user, args.text)
-    report = selection_report(preview_selection(s.users, s.settings, s.counter, args.user, args.text))
+    selection = preview_selection(s.users, s.settings, s.counter, args.user, args.text)
+    report = selection_report(selection)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
-    print("entities named:" if found.matches else "entities named: none")
-    for m in found.matches:
+    print("entities named:" if selection.matches else "entities named: none")
+    for m in selection.matches:
         print(f"  {m.name} ({m.type}) by {m.strategy} {m.score:.2f}, from {m.text!r}")
     print(f"facts it would inject ({report['tokens']} tokens):")
     for item in report["selected"]:

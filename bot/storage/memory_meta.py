@@ -13,6 +13,8 @@ from bot.exceptions import StoreUnavailable
 from bot.storage.keys import MEMORY_PREFIX, user_key
 from bot.storage.records import as_int, text
 
+#: The user_memory field that turns the task call off for one user ("1").
+TASK_OFF_FIELD = "task_off"
 #: Counters kept per user in user_memory:{+E164} as stat_<name>.
 STAT_FIELDS = ("extracted", "stored", "rejected_low_confidence", "conflicts", "duplicates", "pruned")
 

@@ -10,6 +10,7 @@ import structlog
 
 from bot.observability.logs import mask_phone
 from bot.observability.metrics import RESETS
+from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.triggers import EXTRACTION_JOB
 from bot.storage.users import erase_keys
 from bot.users.data import UserData
@@ -45,7 +46,7 @@ def set_opt_out(
 def set_task_extraction(data: UserData, target: str, enabled: bool, actor: str, via: str) -> None:
     """Turn the task call before each reply on or off for one user (TASK_EXTRACTION=on only),
     and write the audit event."""
-    data.meta.set_meta(target, task_off=None if enabled else "1")
+    data.meta.set_meta(target, **{TASK_OFF_FIELD: None if enabled else "1"})
     event = "audit.task_on" if enabled else "audit.task_off"
     log.info(event, actor=_actor(actor), target=mask_phone(target), via=via)
 

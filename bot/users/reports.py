@@ -9,6 +9,7 @@ from typing import Any
 from bot.memory.extraction import stored_pairs
 from bot.storage.triggers import SUMMARY
 from bot.storage.keys import user_keys
+from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.redelivery import seen_records
 from bot.storage.users import key_report, scan_users
 from bot.users.data import UserData
@@ -37,7 +38,7 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         "last_interaction": iso(context.last_interaction),
         "pending_pairs": [p.to_public() for p in pending],
         "last_task": context.last_task or None,
-        "task_extraction": "off" if data.meta.meta(user).get("task_off") == "1" else "on",
+        "task_extraction": "off" if data.meta.meta(user).get(TASK_OFF_FIELD) == "1" else "on",
         "summary_job": {
             "status": (
                 jobs.job_status(jobs.job_id(SUMMARY, user, context.summary_job_token))
