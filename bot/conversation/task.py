@@ -29,7 +29,6 @@ from bot.memory.names import entity_key, normalize_name
 from bot.memory.schema import json_candidates
 from bot.observability.metrics import TASKS
 from bot.storage.entities import Entity
-from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.records import Pair, decode_facts
 
 log = structlog.get_logger(__name__)
@@ -169,6 +168,17 @@ def checked_by_task(
     return kept, dropped
 
 
+def with_task_entities(
+    task: ExtractedTask, matches: list[EntityMatch], entities: dict[str, Entity], check: bool
+) -> tuple[list[EntityMatch], list[EntityMatch]]:
+    """Return the matches after the task model's entity list (checked when `check`, then
+    added to), and those it dropped."""
+    dropped: list[EntityMatch] = []
+    if check:
+        matches, dropped = checked_by_task(task, matches, entities)
+    return [*matches, *model_matches(task, matches, entities)], dropped
+
+
 class TaskStep:
     """Resolve the message into a task, and say what context answering it needs."""
 
@@ -183,7 +193,7 @@ class TaskStep:
     def __call__(self, turn: Turn) -> None:
         if self.settings.TASK_EXTRACTION != "on" or turn.claim is None or turn.text is None:
             return
-        if turn.memory.meta.get(TASK_OFF_FIELD) == "1":
+        if turn.memory.task_off:
             TASKS.labels(result="bypassed").inc()
             return
         budget = min(self.settings.TASK_DEADLINE_S, turn.remaining() - REPLY_RESERVE_S)
@@ -201,10 +211,8 @@ class TaskStep:
             log.warning("task.invalid")
             return
         turn.task = task
-        matches, dropped = turn.entity_matches, []
-        if self.settings.ENTITY_TASK_CHECK:
-            matches, dropped = checked_by_task(task, matches, turn.entities)
-        turn.entity_matches = [*matches, *model_matches(task, matches, turn.entities)]
+        turn.entity_matches, dropped = with_task_entities(
+            task, turn.entity_matches, turn.entities, self.settings.ENTITY_TASK_CHECK)
         if dropped:  # types and levels only: the names are the user's
             log.info("entities.dropped_by_task", matches=[f"{m.type}:{m.strategy}" for m in dropped])
         TASKS.labels(result="extracted").inc()

@@ -25,7 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.conversation.task import ask_for_task, checked_by_task, model_matches, parse_task, render_task_request
+from bot.conversation.task import ask_for_task, parse_task, render_task_request, with_task_entities
+from bot.dev.evaluation import percent, share
 from bot.exceptions import LLMUnavailable
 from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
@@ -91,10 +92,6 @@ def score_messages(user: dict[str, Any], threshold: float, related_weight: float
     return results
 
 
-def _share(part: int, whole: int) -> float | None:
-    return part / whole if whole else None
-
-
 def evaluate_deterministic(
     users: list[dict[str, Any]], *, threshold: float, similarity: float, related_weight: float
 ) -> dict[str, Any]:
@@ -122,16 +119,16 @@ def evaluate_deterministic(
     return {
         "users": len(users),
         "messages": len(messages),
-        "match_recall": _share(hit, expected),
-        "match_precision": _share(hit, found),
+        "match_recall": share(hit, expected),
+        "match_precision": share(hit, found),
         "matched_by_level": by_level,
         "near_miss_false_matches": sum(len(set(r["found"]) - set(r["expected"])) for r in messages
                                        if r["kind"] == "near_miss"),
         "false_matches": found - hit,
-        "retrieval_coverage": _share(covered, relevant),
-        "irrelevant_share": _share(picked - sum(len(set(r["picked"]) & set(r["relevant"])) for r in messages),
+        "retrieval_coverage": share(covered, relevant),
+        "irrelevant_share": share(picked - sum(len(set(r["picked"]) & set(r["relevant"])) for r in messages),
                                    picked),
-        "duplicate_rate": _share(sum(m["duplicates"] for m in merged), stored),
+        "duplicate_rate": share(sum(m["duplicates"] for m in merged), stored),
         "over_merged": sum(m["over_merged"] for m in merged),
         "by_kind": kinds,
         "misses": [r for r in messages if set(r["expected"]) != set(r["found"])],
@@ -150,7 +147,7 @@ def evaluate_model(users: list[dict[str, Any]], llm: LLMClient, prompt: Prompt, 
         labelled, named, right = labelled + len(want), named + len(got), right + len(got & want)
         if got != want:
             misses.append({"user": user["id"], "missing": sorted(want - got), "extra": sorted(got - want)})
-    return {"entity_recall": _share(right, labelled), "entity_precision": _share(right, named),
+    return {"entity_recall": share(right, labelled), "entity_precision": share(right, named),
             "labelled": labelled, "named": named, "misses": misses}
 
 
@@ -178,14 +175,13 @@ def evaluate_task_check(
             if task is None:  # the bypass: the matches as they are
                 failed += 1
             else:
-                matches, dropped = checked_by_task(task, matches, entities)
-                matches = [*matches, *model_matches(task, matches, entities)]
+                matches, dropped = with_task_entities(task, matches, entities, check=True)
                 right = sum(m.key not in message["entities"] for m in dropped)
                 dropped_right, dropped_wrong = dropped_right + right, dropped_wrong + len(dropped) - right
             found, want = {m.key for m in matches}, set(message["entities"])
             expected, hit = expected + len(want), hit + len(found & want)
             near_miss += len(found - want) if message["kind"] == "near_miss" else 0
-    return {"match_recall": _share(hit, expected), "near_miss_false_matches": near_miss,
+    return {"match_recall": share(hit, expected), "near_miss_false_matches": near_miss,
             "dropped_right": dropped_right, "dropped_wrong": dropped_wrong, "task_failed": failed}
 
 
@@ -203,27 +199,24 @@ def meets_targets(report: dict[str, Any]) -> dict[str, bool]:
 def print_entity_report(report: dict[str, Any]) -> None:
     """Print the figures, then what went wrong."""
 
-    def pct(value: float | None) -> str:
-        return "n/a" if value is None else f"{value * 100:.1f}%"
-
     print(f"entity eval: {report['users']} users, {report['messages']} messages (no model: entities given)")
-    print(f"  match recall            {pct(report['match_recall'])}  (target >= 90%)  by level {report['matched_by_level']}")
-    print(f"  match precision         {pct(report['match_precision'])}  ({report['false_matches']} false matches)")
+    print(f"  match recall            {percent(report['match_recall'])}  (target >= 90%)  by level {report['matched_by_level']}")
+    print(f"  match precision         {percent(report['match_precision'])}  ({report['false_matches']} false matches)")
     print(f"  near-miss false matches {report['near_miss_false_matches']}  (target 0)")
-    print(f"  retrieval coverage      {pct(report['retrieval_coverage'])}  (target >= 80%)")
-    print(f"  irrelevant share        {pct(report['irrelevant_share'])}  (target < 20%)")
-    print(f"  duplicate rate          {pct(report['duplicate_rate'])}  (target < 5%; {report['over_merged']} over-merged)")
+    print(f"  retrieval coverage      {percent(report['retrieval_coverage'])}  (target >= 80%)")
+    print(f"  irrelevant share        {percent(report['irrelevant_share'])}  (target < 20%)")
+    print(f"  duplicate rate          {percent(report['duplicate_rate'])}  (target < 5%; {report['over_merged']} over-merged)")
     for kind, k in sorted(report["by_kind"].items()):
         print(f"    {kind:15} {k['messages']:3} messages, matched {k['matched']}/{k['expected']}, false {k['false']}")
     for r in report["misses"]:
         print(f"  - {r['user']} [{r['kind']}] {r['text']!r}: expected {r['expected']}, found {r['found']}")
     model = report.get("model_part")
     if model:
-        print(f"  pass 2 ({model['answered_by']} {model['model']}): entity recall {pct(model['entity_recall'])}, "
-              f"precision {pct(model['entity_precision'])} ({model['named']} named, {model['labelled']} labelled)")
+        print(f"  pass 2 ({model['answered_by']} {model['model']}): entity recall {percent(model['entity_recall'])}, "
+              f"precision {percent(model['entity_precision'])} ({model['named']} named, {model['labelled']} labelled)")
     check = report.get("task_check")
     if check:
         print(f"  with the task call's check ({check['answered_by']} {check['model']}): match recall "
-              f"{pct(check['match_recall'])}, near-miss false matches {check['near_miss_false_matches']}, "
+              f"{percent(check['match_recall'])}, near-miss false matches {check['near_miss_false_matches']}, "
               f"dropped {check['dropped_right']} right / {check['dropped_wrong']} wrong, "
               f"{check['task_failed']} task calls failed")

@@ -38,6 +38,7 @@ from bot.storage.keys import (
     Ttls,
     user_key,
 )
+from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.records import Pair, as_float, as_int, decode_pairs, flat_to_dict, text
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.scripts import Scripts
@@ -84,6 +85,11 @@ class Memory:
     def opted_out(self) -> bool:
         """Return whether the user asked not to be remembered."""
         return self.meta.get("opted_out") == "1"
+
+    @property
+    def task_off(self) -> bool:
+        """Return whether the user turned the task call off (/task:off)."""
+        return self.meta.get(TASK_OFF_FIELD) == "1"
 
     @property
     def erase_requested_at(self) -> float | None:
