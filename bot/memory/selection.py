@@ -58,11 +58,15 @@ class SelectedFact:
 
     fact: Fact
     scope: str
-    relevant: bool
     conflict: dict[str, Any] | None = None
     overridden: list[str] = field(default_factory=list)  # scopes this key beat
     why: str = ""  # "entity Rex, fuzzy 0.91", "related to Rex", "category diet", "always"
     tier: int = TIER_REST
+
+    @property
+    def relevant(self) -> bool:
+        """Return whether the message made it relevant (any tier but the rest)."""
+        return self.tier != TIER_REST
 
     def to_public(self) -> dict[str, Any]:
         """Return the selection entry as the admin API shows it."""
@@ -175,20 +179,20 @@ def select_memory(
                     rival = 0.0
                 if rival >= threshold and abs(fact.confidence - rival) <= conflict_margin:
                     conflict = fact.conflict
-            by_key[key] = SelectedFact(fact=fact, scope=scope, relevant=False, conflict=conflict)
+            by_key[key] = SelectedFact(fact=fact, scope=scope, conflict=conflict)
 
     categories = relevant_categories(message)
     words = set(re.findall(r"[a-z0-9]+", message.lower()))
     for item in by_key.values():
         key_words = set(item.fact.key.split("_"))
         if item.fact.category in ALWAYS_RELEVANT:
-            item.tier, item.why, item.relevant = TIER_ALWAYS, "always", True
+            item.tier, item.why = TIER_ALWAYS, "always"
         elif item.fact.category in categories or bool(key_words & words):
-            item.tier, item.why, item.relevant = TIER_CATEGORY, f"category {item.fact.category}", True
+            item.tier, item.why = TIER_CATEGORY, f"category {item.fact.category}"
     for key, why, tier in entity_picks(matches or [], entities or {}, related_weight):
         item = by_key.get(key)
         if item is not None and tier < item.tier:
-            item.tier, item.why, item.relevant = tier, why, True
+            item.tier, item.why = tier, why
 
     # Within each tier, the more important and more certain first; scope breaks ties.
     order = sorted(
