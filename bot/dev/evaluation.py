@@ -194,11 +194,18 @@ def answered_by(client: openai.OpenAI) -> str:
     return "stand-in" if STANDIN_OWNER in owners else "model"
 
 
+def percent(value: float | None) -> str:
+    """Return a share as the eval reports print it ("94.9%", "n/a")."""
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def share(part: int, whole: int) -> float | None:
+    """Return part / whole, None when there is nothing to divide by."""
+    return part / whole if whole else None
+
+
 def print_report(report: dict[str, Any]) -> None:
     """Print the figures and the cases that went wrong."""
-
-    def pct(value: float | None) -> str:
-        return "n/a" if value is None else f"{value * 100:.1f}%"
 
     print(f"fact extraction eval: {report['conversations']} conversations, {report['seconds']} s")
     if report["answered_by"] == "stand-in":
@@ -206,10 +213,10 @@ def print_report(report: dict[str, Any]) -> None:
               "regular expressions, not a model")
     else:
         print(f"  answered by         model {report['model']} at {report['endpoint']}")
-    print(f"  precision            {pct(report['precision'])}  ({report['facts_stored']} facts stored)")
-    print(f"  recall               {pct(report['recall'])}  (target >= 85%)")
-    print(f"  false-positive rate  {pct(report['false_positive_rate'])}  (target < 10%)")
-    print(f"  update correctness   {pct(report['update_correctness'])}  ({report['updates']} updates)")
+    print(f"  precision            {percent(report['precision'])}  ({report['facts_stored']} facts stored)")
+    print(f"  recall               {percent(report['recall'])}  (target >= 85%)")
+    print(f"  false-positive rate  {percent(report['false_positive_rate'])}  (target < 10%)")
+    print(f"  update correctness   {percent(report['update_correctness'])}  ({report['updates']} updates)")
     misses = [c for c in report["cases"] if not all(c["expected_found"].values()) or c["forbidden_hits"]
               or c.get("update_correct") is False or (not c["expected_found"] and c["stored"])]
     for case in misses:

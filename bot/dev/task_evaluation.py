@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.conversation.task import ask_for_task, parse_task, render_task_request
+from bot.dev.evaluation import percent, share
 from bot.exceptions import LLMUnavailable
 from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
@@ -54,17 +55,14 @@ def evaluate_tasks(dialogues: list[dict[str, Any]], llm: LLMClient, prompt: Prom
         rows.append(row)
     scored = [r for r in rows if not r["failed"]]
 
-    def share(hits: int) -> float | None:
-        return hits / len(scored) if scored else None
-
     return {
         "dialogues": len(rows),
         "failed": len(rows) - len(scored),
-        "flag_accuracy": share(sum(r["got"] == r["expected"] for r in scored)),
+        "flag_accuracy": share(sum(r["got"] == r["expected"] for r in scored), len(scored)),
         "history_accuracy": share(sum(r["got"]["depends_on_chat_history"] == r["expected"]["depends_on_chat_history"]
-                                      for r in scored)),
+                                      for r in scored), len(scored)),
         "memory_accuracy": share(sum(r["got"]["depends_on_user_memory"] == r["expected"]["depends_on_user_memory"]
-                                     for r in scored)),
+                                     for r in scored), len(scored)),
         "history_dropped": sum(r["history_dropped"] for r in scored),
         "memory_dropped": sum(r["memory_dropped"] for r in scored),
         "seconds": round(time.monotonic() - started, 1),
@@ -75,15 +73,12 @@ def evaluate_tasks(dialogues: list[dict[str, Any]], llm: LLMClient, prompt: Prom
 def print_task_report(report: dict[str, Any]) -> None:
     """Print the figures, then the dialogues where a needed context would be dropped."""
 
-    def pct(value: float | None) -> str:
-        return "n/a" if value is None else f"{value * 100:.1f}%"
-
     print(f"task eval: {report['dialogues']} dialogues, {report['seconds']} s, answered by "
           + ("the STAND-IN (its heuristics, not a model)" if report.get("answered_by") == "stand-in"
              else f"model {report.get('model')}") + f" at {report.get('endpoint')}")
-    print(f"  both flags right     {pct(report['flag_accuracy'])}")
-    print(f"  history flag right   {pct(report['history_accuracy'])}")
-    print(f"  memory flag right    {pct(report['memory_accuracy'])}")
+    print(f"  both flags right     {percent(report['flag_accuracy'])}")
+    print(f"  history flag right   {percent(report['history_accuracy'])}")
+    print(f"  memory flag right    {percent(report['memory_accuracy'])}")
     print(f"  DROPPED needed history {report['history_dropped']}, memory {report['memory_dropped']} "
           "(the dangerous error: the reply would miss context it needs)")
     print(f"  no usable answer     {report['failed']} (the bot bypasses: full context)")
