@@ -13,8 +13,6 @@ import structlog
 from rq import get_current_job
 
 from bot.config import load_settings
-from bot.exceptions import StoreUnavailable
-from bot.llm.client import Completion
 from bot.jobs.handoff import follow_up, hand_off, hurry, start
 from bot.conversation.summary import WAITING_FOR_EXTRACTION, Summarizer, summarize_conversation
 from bot.conversation.summary import summarize_when_idle as fold_when_idle
@@ -66,7 +64,7 @@ def summarize_user(user: str, token: str, clear_recent: bool = False, upto: int 
     _bind("summary", user)
     s = services()
     result = summarize_conversation(user, token, summarizer(s), clear_recent=clear_recent, upto=upto)
-    _count(s, user, "summary", result.completion)
+    s.usage.count_call(user, "summary", result.completion)
     SUMMARIES.labels(result="stored" if result.applied else "skipped").inc()
     if result.held:  # the extraction that reads them comes first; it queues the summary again
         hurry(s.jobs, s.store, EXTRACTION, user)
@@ -126,7 +124,7 @@ def extract_user_facts(user: str, token: str, urgent: bool = False) -> dict[str,
         now=time.time(),
         token=token,
     )
-    _count(s, user, "facts", result.completion)
+    s.usage.count_call(user, "facts", result.completion)
     if result.status == "nothing_new":
         s.store.release_trigger(user, EXTRACTION, token)
     EXTRACTIONS.labels(result=result.status).inc()
@@ -156,7 +154,7 @@ def extract_user_entities(user: str, token: str) -> dict[str, Any]:
         user, token, s.facts, s.entities, s.llm, s.prompts.entities,
         model=settings.entity_model, rules=EntityRules.from_settings(settings),
     )
-    _count(s, user, "entities", result.completion)
+    s.usage.count_call(user, "entities", result.completion)
     if result.status in ("nothing_new", "discarded"):  # discarded: an opt-out meanwhile (if still ours)
         s.store.release_trigger(user, ENTITIES, token)
     ENTITY_RUNS.labels(result=result.status).inc()
@@ -169,16 +167,6 @@ def extract_user_entities(user: str, token: str) -> dict[str, Any]:
 def _holds(s: Services, meta: dict[str, str], kind: str, token: str) -> bool:
     """Return whether the job with `token` still holds its trigger (kept in user_memory)."""
     return meta.get(f"{s.store.policy.rule(kind).job}_token") == token
-
-
-def _count(s: Services, user: str, purpose: str, completion: Completion | None) -> None:
-    """Count a job's model call in the user's usage; a Redis error only costs the count."""
-    if completion is None:
-        return
-    try:
-        s.usage.add(user, purpose, completion.model, completion.prompt_tokens, completion.completion_tokens)
-    except StoreUnavailable as err:
-        log.warning("usage.not_counted", purpose=purpose, error=str(err))
 
 
 def _unread_facts(s: Services, user: str) -> bool:

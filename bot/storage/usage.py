@@ -9,15 +9,26 @@ jobs add theirs here. Same TTL as the user's facts; in export, erased with the u
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import redis
+import structlog
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import CONTEXT_PREFIX, MEMORY_PREFIX, USAGE_PREFIX, user_key
 from bot.storage.records import as_int, text
 from bot.storage.scripts import Scripts
 from bot.storage.users import scan_keyed_users
+
+log = structlog.get_logger(__name__)
+
+
+class ModelCall(Protocol):
+    """What a model call reports (bot.llm.client.Completion has it)."""
+
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
 
 #: The purposes kept apart (the model client's "extraction" is counted as "facts").
 PURPOSES = ("reply", "task", "summary", "facts", "entities")
@@ -75,6 +86,16 @@ class UsageStore:
                 "memory": user_key(MEMORY_PREFIX, user)}
         fields = usage_fields(purpose, model, prompt_tokens, completion_tokens)
         return bool(self.scripts.run("usage_add", keys, {"fields": fields, "ttl": self.ttl_seconds}))
+
+    def count_call(self, user: str, purpose: str, call: ModelCall | None) -> None:
+        """Count a background model call (None: no call was made); a Redis error only costs
+        the count, logged."""
+        if call is None:
+            return
+        try:
+            self.add(user, purpose, call.model, call.prompt_tokens, call.completion_tokens)
+        except StoreUnavailable as err:
+            log.warning("usage.not_counted", purpose=purpose, error=str(err))
 
     def load(self, user: str) -> list[Usage]:
         """Return the user's usage rows."""

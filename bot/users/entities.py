@@ -87,9 +87,8 @@ def reextract(
                 report.failed.append(user)
                 break
             report.calls += 1 if result.read else 0
-            if result.completion is not None and data.usage is not None:
-                c = result.completion
-                data.usage.add(user, "entities", c.model, c.prompt_tokens, c.completion_tokens)
+            if data.usage is not None:
+                data.usage.count_call(user, "entities", result.completion)
             if result.status == "nothing_new":
                 data.store.release_trigger(user, ENTITIES, token)
             if result.status != "stored" or not result.left:
