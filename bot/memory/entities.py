@@ -21,6 +21,7 @@ from typing import Iterable
 
 from rapidfuzz import fuzz
 
+from bot.memory.lexicon import TITLES
 from bot.memory.names import comparable, entity_key, initials
 from bot.storage.entities import Entity, relate
 
@@ -81,7 +82,7 @@ def _same_thing(entity: Entity, mention: Mention, similarity: float) -> bool:
 
 
 #: Titles set aside when a short form is compared with a full name ("Dr Matusse").
-_TITLES = frozenset("dr dra mr mrs ms miss prof sr sra srta mme mlle herr frau".split())
+_TITLES = TITLES | {"miss", "herr", "frau"}
 
 
 def _short_form_of(short: str, full: str) -> bool:
