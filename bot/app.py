@@ -11,6 +11,7 @@ from twilio.request_validator import RequestValidator
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from bot.channels.twilio import routes as twilio_routes
+from bot.channels.twilio.media import MediaFetcher
 from bot.channels.twilio.rest import RestReplier, make_twilio_client
 from bot.config import Settings, load_settings
 from bot.exceptions import ConfigError, StoreUnavailable
@@ -24,7 +25,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     """Build the Flask app; settings come from the environment unless given."""
     settings = settings or load_settings()
     configure_logging(settings.LOG_LEVEL, settings.log_json)
-    services = services or build_services(settings)
+    services = services or build_services(settings, media_source=make_media_fetcher(settings))
     if settings.ORG_FACTS_FILE is not None:
         load_org_facts(services, settings.ORG_FACTS_FILE)
 
@@ -54,6 +55,26 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         strategy=settings.CONTEXT_STRATEGY,
     )
     return app
+
+
+def make_media_fetcher(settings: Settings) -> MediaFetcher:
+    """Build the client that downloads voice notes and photos from Twilio's Media URLs;
+    without an account and credentials it refuses every URL (the user gets a polite reply)."""
+    credentials = settings.media_credentials
+    if credentials is None or not settings.TWILIO_ACCOUNT_SID:
+        structlog.get_logger(__name__).warning(
+            "media.not_configured",
+            detail="set TWILIO_ACCOUNT_SID (with TWILIO_AUTH_TOKEN, or TWILIO_API_KEY_SID and TWILIO_API_KEY_SECRET) "
+            "to read voice notes and photos",
+        )
+    username, password = credentials or ("", "")
+    timeout = min(settings.MEDIA_FETCH_TIMEOUT_S, max(settings.media_room_s, 0.5))
+    fetcher = MediaFetcher(
+        settings.TWILIO_API_BASE_URL, settings.TWILIO_ACCOUNT_SID, username, password,
+        connect_timeout_s=min(3.0, timeout), read_timeout_s=timeout,
+    )
+    atexit.register(fetcher.close)
+    return fetcher
 
 
 def load_org_facts(services: Services, path: Path) -> None:

@@ -13,13 +13,15 @@ import redis
 import structlog
 
 from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
+from bot.config.media import HTTP_MARGIN_S
 from bot.conversation.limits import LoadShedStep, RateLimitStep
+from bot.conversation.media import MediaSource, MediaStep
 from bot.conversation.pipeline import Pipeline, Step
 from bot.conversation.recall import EntityMatchStep
 from bot.conversation.task import TaskStep
+from bot.conversation.actions import CommandStep
 from bot.conversation.steps import (
     ClaimStep,
-    CommandStep,
     CommitStep,
     HandOffStep,
     JudgeStep,
@@ -32,6 +34,7 @@ from bot.jobs.queue import JobQueue
 from bot.llm.client import LLMClient, make_openai_client
 from bot.llm.prompts import Prompt, load_prompt
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
+from bot.llm.transcription import Transcriber, make_transcription_client
 from bot.memory.matching import EntityMatcher
 from bot.memory.names import entity_key
 from bot.storage.connection import QUEUE_REQUIRED, is_cluster, make_redis
@@ -47,9 +50,6 @@ from bot.storage.usage import UsageStore
 from bot.users.data import UserData
 
 log = structlog.get_logger(__name__)
-
-#: Kept from WEBHOOK_DEADLINE_S for parsing, rendering and the network on either side.
-HTTP_MARGIN_S = 0.5
 
 #: With the full-history baseline every pair stays "recent".
 FULL_HISTORY_PAIRS = 1_000_000
@@ -94,10 +94,14 @@ def build_steps(
     with_memory: bool,
     matcher: EntityMatcher | None = None,
     task_prompt: Prompt | None = None,
+    media_source: MediaSource | None = None,
+    transcriber: Transcriber | None = None,
 ) -> list[Step]:
     """Return the steps of the message path, in order (bot/conversation/pipeline.py).
 
     Without memory (the full-history baseline) there are no facts and no background jobs.
+    Without a media source (the CLI's and the workers' services) attachments get the
+    polite "couldn't download" reply.
     """
     facts = users.facts if with_memory else None
     jobs = users.jobs if with_memory else None
@@ -105,6 +109,7 @@ def build_steps(
         ClaimStep(users.store, settings),
         CommandStep(settings, users, memory_commands=with_memory),
         RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
+        MediaStep(settings, media_source, transcriber, facts, counter),
         EntityMatchStep(matcher if with_memory else None),
         *([TaskStep(settings, llm, task_prompt)] if task_prompt is not None and with_memory else []),
         MemoryStep(settings, facts, counter),
@@ -156,8 +161,30 @@ def redis_clients(settings: Settings, client: Any = None) -> tuple[Any, redis.Re
     return client, queue
 
 
-def build_services(settings: Settings, client: redis.Redis | None = None) -> Services:
-    """Wire Redis, the stores, the queue, the model client and the message path together."""
+def make_transcriber(settings: Settings) -> Transcriber:
+    """Build the speech-to-text client: TRANSCRIPTION_BASE_URL's server if set, else the
+    model's (OPENAI_BASE_URL)."""
+    base_url = settings.TRANSCRIPTION_BASE_URL or settings.OPENAI_BASE_URL
+    api_key = settings.TRANSCRIPTION_API_KEY or settings.openai_api_key
+    timeout = min(settings.TRANSCRIPTION_TIMEOUT_S, max(settings.media_room_s, 1.0))
+    client = make_transcription_client(base_url, api_key, timeout)
+    return Transcriber(client, settings.TRANSCRIPTION_MODEL, timeout_s=timeout)
+
+
+def warn_media_room(settings: Settings) -> None:
+    """Say at startup when the media timeouts are cut to fit the webhook's deadline."""
+    room = settings.media_room_s
+    for name in ("MEDIA_FETCH_TIMEOUT_S", "TRANSCRIPTION_TIMEOUT_S"):
+        if getattr(settings, name) > room:
+            log.warning("media.timeout_capped", setting=name, value=getattr(settings, name), room_s=round(room, 1),
+                        detail="WEBHOOK_DEADLINE_S keeps room for Redis and the reply; the rest is all media gets")
+
+
+def build_services(
+    settings: Settings, client: redis.Redis | None = None, media_source: MediaSource | None = None
+) -> Services:
+    """Wire Redis, the stores, the queue, the model client and the message path together
+    (media_source: where attachments come from, the channel's; the web app passes it)."""
     client, queue_client = redis_clients(settings, client)
     full = settings.CONTEXT_STRATEGY == "full_history"
     ttls = ttls_from(settings)
@@ -209,7 +236,10 @@ def build_services(settings: Settings, client: redis.Redis | None = None) -> Ser
     usage = UsageStore(client, ttl_seconds=ttls.facts)
     users = UserData(client, store, facts, meta, jobs, entities, usage)
     matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
+    transcriber = make_transcriber(settings) if settings.VOICE else None
+    if media_source is not None:
+        warn_media_room(settings)
     steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher,
-                        task_prompt=prompts.task)
+                        task_prompt=prompts.task, media_source=media_source, transcriber=transcriber)
     pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
     return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline)

@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.config.entities import EntitySettings
+from bot.config.media import MediaSettings
 from bot.config.tasks import TaskSettings
 from bot.exceptions import ConfigError
 
@@ -40,7 +41,7 @@ DEFAULT_REPHRASE_PHRASES = (
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
-class Settings(BaseSettings, EntitySettings, TaskSettings):
+class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings):
     """Every setting the bot reads; names are the environment variables."""
 
     # The environment wins, then .env (the operator's file), then .run/dev.env (where the

@@ -1,6 +1,6 @@
-"""Carry out a recognised command (bot/conversation/commands.py recognises them): reset,
-operator reset, opt-out and opt-in, /task:off and /task:on, the erase request and its
-confirmation, a topic shift."""
+"""The command step: carry out a recognised command (bot/conversation/commands.py recognises
+them): reset, operator reset, opt-out and opt-in, /task:off and /task:on, the erase request
+and its confirmation, a topic shift."""
 
 from __future__ import annotations
 
@@ -9,11 +9,16 @@ import time
 import structlog
 
 from bot.config import Settings
+from bot.conversation import commands, filtering
 from bot.conversation.commands import Command
+from bot.conversation.messages import message_text
 from bot.conversation.pipeline import Turn
 from bot.conversation.replies import (
+    COMMAND_UNAVAILABLE_REPLY,
+    EMPTY_MESSAGE_REPLY,
     ERASE_CONFIRM_REPLY,
     ERASED_REPLY,
+    NON_TEXT_REPLY,
     OPERATOR_RESET_REPLY,
     OPT_IN_REPLY,
     OPT_OUT_REPLY,
@@ -90,3 +95,61 @@ def _memory_command(turn: Turn, kind: str, users: UserData, settings: Settings) 
 def _done(turn: Turn, reply: str, reason: str) -> None:
     MESSAGES.labels(outcome="rejected", reason="command").inc()
     turn.settle(reply, reason=reason, status="command")
+
+
+class CommandStep:
+    """Read the message's text (or refuse it politely) and carry out a command if it is one."""
+
+    name = "command"
+    records = False
+
+    def __init__(self, settings: Settings, users: UserData, memory_commands: bool) -> None:
+        self.settings = settings
+        self.users = users
+        self.memory_commands = memory_commands  # opt-out, opt-in and erase; off for the baseline
+        self.reset_phrases = commands.parse_phrases(settings.RESET_PHRASES)
+        self.topic_phrases = commands.parse_phrases(settings.TOPIC_SHIFT_PHRASES)
+
+    def __call__(self, turn: Turn) -> None:
+        if turn.msg.has_attachment:
+            # The media step reads it; a caption or a transcript is never a command. Anything
+            # but YES still cancels a pending erase.
+            self._carry_out(turn, None)
+            return
+        turn.text, reason = message_text(turn.msg, self.settings.MEDIA_PLACEHOLDERS)
+        if turn.text is None:
+            reply = NON_TEXT_REPLY if reason == filtering.REASON_NON_TEXT else EMPTY_MESSAGE_REPLY
+            if turn.claim is None:  # Redis down: as before it was, the one refusal for all
+                turn.settle(NON_TEXT_REPLY, reason=reason)
+                return
+            log.info("pair.rejected", reason=reason, media=list(turn.msg.media_types))
+            MESSAGES.labels(outcome="rejected", reason=reason).inc()
+            turn.settle(reply, reason=reason)
+            return
+        user = turn.msg.user
+        requested = turn.memory.erase_requested_at
+        erase_pending = requested is not None and time.time() - requested < self.settings.ERASE_CONFIRM_S
+        command = commands.recognise(
+            turn.text,
+            user,
+            reset_phrases=self.reset_phrases,
+            topic_phrases=self.topic_phrases,
+            operators=self.settings.operators,
+            erase_pending=erase_pending,
+        )
+        kind = command.kind if command is not None else None
+        if kind in MEMORY_COMMANDS and not self.memory_commands:
+            kind = None  # the baseline has no memory: these are ordinary messages there
+        self._carry_out(turn, command if kind else None)
+
+    def _carry_out(self, turn: Turn, command: commands.Command | None) -> None:
+        """Carry out the command (None: only cancel a pending erase); a Redis failure is
+        said, never pretended."""
+        kind = command.kind if command is not None else None
+        try:
+            carry_out(turn, command, self.users, self.settings, self.memory_commands, turn.memory.erase_requested_at)
+        except StoreUnavailable as err:
+            # Never pretend, and never hand a command to the model as a normal message.
+            log.error("command.unavailable", command=kind, error=str(err))
+            MESSAGES.labels(outcome="rejected", reason="command_unavailable").inc()
+            turn.settle(COMMAND_UNAVAILABLE_REPLY, reason="command_unavailable", status="degraded")

@@ -6,6 +6,25 @@ from dataclasses import dataclass
 
 from bot.conversation import filtering
 from bot.conversation.replies import media_placeholder
+from bot.media.location import Location
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """One attachment: its content type, and a reference only the channel can fetch."""
+
+    content_type: str  # lower case, parameters kept: "audio/ogg; codecs=opus"
+    ref: str = ""  # opaque to the conversation (Twilio: the Media URL)
+
+    @property
+    def family(self) -> str:
+        """Return the type's family: audio, image, video, application, text."""
+        return self.content_type.split("/", 1)[0].strip()
+
+    @property
+    def subtype(self) -> str:
+        """Return the type without family or parameters: "ogg", "jpeg"."""
+        return self.content_type.partition("/")[2].split(";", 1)[0].strip()
 
 
 @dataclass(frozen=True)
@@ -15,10 +34,25 @@ class InboundMessage:
     user: str  # E.164, e.g. +14155550100
     sid: str
     body: str
-    media_types: tuple[str, ...] = ()
-    has_location: bool = False
+    media: tuple[MediaItem, ...] = ()
+    location: Location | None = None
     profile_name: str = ""
     to: str = ""  # the number the user wrote to (whatsapp:+E164): a reply sent by API goes from it
+
+    @property
+    def media_types(self) -> tuple[str, ...]:
+        """Return the attachments' content types."""
+        return tuple(item.content_type for item in self.media)
+
+    @property
+    def has_location(self) -> bool:
+        """Return whether the user shared a location."""
+        return self.location is not None
+
+    @property
+    def has_attachment(self) -> bool:
+        """Return whether the message carries media or a location (the media step reads it)."""
+        return bool(self.media) or self.location is not None
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> command -> rate-limit -> entities -> task -> memory -> prompt -> load-shed -> model
-    -> judge -> commit -> hand-off
+    claim -> command -> rate-limit -> media -> entities -> task -> memory -> prompt -> load-shed
+    -> model -> judge -> commit -> hand-off
 
 Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
 reply (a command, a message with no text, the judge) makes the answering steps after it
@@ -30,6 +30,8 @@ from bot.storage.records import Pair
 
 if TYPE_CHECKING:  # the task step's module imports Turn from here
     from bot.conversation.task import ExtractedTask
+    from bot.llm.transcription import Transcript
+    from bot.media.images import PreparedImage
 
 
 @dataclass
@@ -40,7 +42,11 @@ class Turn:
     deadline: float = float("inf")  # time.monotonic() by which the reply must be ready
     claim: Claim | None = None  # None: Redis was unreachable, so answer without memory, store nothing
     context: Context = field(default_factory=Context)
-    text: str | None = None  # what enters the prompt
+    text: str | None = None  # what enters the prompt (a voice note's transcript, a photo's caption)
+    stored_text: str | None = None  # the pair's user side when it differs: "🎤 transcript", "[Photo] caption"
+    image: PreparedImage | None = None  # a photo for the reply call
+    transcript: Transcript | None = None  # a voice note's transcription, for usage accounting
+    reply_prefix: str = ""  # goes before the reply sent (what was heard), never into the stored pair
     topic_shift: bool = False
     entity_matches: list[EntityMatch] = field(default_factory=list)  # known entities the message names
     entities: dict[str, Entity] = field(default_factory=dict)  # the user's entities, by key
@@ -76,11 +82,16 @@ class Turn:
         if status is not None:
             self.status = status
 
+    def final_reply(self) -> str:
+        """Return the reply as sent: the settled one, after what was heard (if anything)."""
+        reply = self.reply or ""
+        return f"{self.reply_prefix}{reply}" if reply and self.reply_prefix else reply
+
     def outcome(self) -> Outcome:
         """Return what the channel answers and logs."""
         commit = self.commit
         return Outcome(
-            reply=self.reply or "",
+            reply=self.final_reply(),
             status=self.status,
             reason=self.reason,
             stored=commit.pair_stored if commit else False,

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.memory.fence import SUMMARY_HEADER, fenced, inert
 from bot.storage.context import Context
 from bot.storage.records import Pair
+
+if TYPE_CHECKING:
+    from bot.media.images import PreparedImage
 
 SUMMARY_FENCE = "SUMMARY_DATA"
 SUMMARY_PREAMBLE = (
@@ -30,7 +34,7 @@ def render_summary(summary: str) -> str:
 class BuiltPrompt:
     """The messages sent to the model and how they were fitted to the budget."""
 
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]  # a photo's user message has a list of content parts
     tokens: int
     pairs_used: int
     pairs_dropped: int
@@ -56,6 +60,7 @@ def build_prompt(
     max_user_tokens: int,
     memory_block: str = "",
     resolved_task: str = "",
+    image: PreparedImage | None = None,
 ) -> BuiltPrompt:
     """Return system prompt, memory, summary, recent pairs and the message, within max_tokens.
 
@@ -63,7 +68,9 @@ def build_prompt(
     The oldest pairs go first, then the summary is shortened; the message itself is cut
     to max_user_tokens, and further only if nothing else is left to give.
     With max_tokens None (the full-history baseline) nothing is dropped. A resolved task
-    (task extraction) goes in a short system line right before the user's own words.
+    (task extraction) goes in a short system line right before the user's own words. A
+    photo goes in the user's message as an image part after the text; its tokens (sized to
+    fit by the media step) are kept whole, like the memory block.
     """
     task_line = f"{RESOLVED_PREFIX} {inert(resolved_task)}" if resolved_task else ""
     user_truncated = False
@@ -78,6 +85,8 @@ def build_prompt(
 
     # Each piece is counted once; dropping a pair subtracts its cost.
     fixed = TOKENS_PER_REPLY + cost(system_prompt) + cost(user_text, "user")
+    image_tokens = image.tokens if image is not None else 0
+    fixed += image_tokens
     if memory_block:
         fixed += cost(memory_block)
     if task_line:
@@ -115,6 +124,10 @@ def build_prompt(
     messages += _pair_messages(pairs)
     if task_line:
         messages.append({"role": "system", "content": task_line})
-    messages.append({"role": "user", "content": user_text})
-    tokens = counter.count_messages(messages) if user_truncated or summary_truncated else total
+    if image is not None:
+        messages.append({"role": "user", "content": [{"type": "text", "text": user_text}, image.part()]})
+    else:
+        messages.append({"role": "user", "content": user_text})
+    recount = user_truncated or summary_truncated
+    tokens = counter.count_messages(messages) + image_tokens if recount else total
     return BuiltPrompt(messages, tokens, len(pairs), dropped, summary_truncated, user_truncated)

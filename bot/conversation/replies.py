@@ -27,6 +27,17 @@ COMMAND_UNAVAILABLE_REPLY = (
     "changed. Please send the same message again in a few minutes."
 )
 
+MEDIA_FAILED_REPLY = (
+    "Sorry, I couldn't download your attachment. Could you send it again, or type your question?"
+)
+PHOTO_TOO_LARGE_REPLY = "That photo is too large for me. Could you send a smaller one, or describe it in words?"
+PHOTO_UNREADABLE_REPLY = "Sorry, I couldn't open that image. Could you send it as a photo (JPEG or PNG)?"
+VOICE_TOO_LONG_REPLY = (
+    "Your voice message is longer than I can listen to ({limit} at most). Could you send a shorter "
+    "one, or type your question?"
+)
+VOICE_FAILED_REPLY = "I couldn't make out your voice message — could you type it, or send it again?"
+
 #: Placeholder stored for media when MEDIA_PLACEHOLDERS is on, by MIME type family.
 MEDIA_PLACEHOLDERS = {
     "image": "[Image received]",

@@ -12,18 +12,11 @@ from typing import Callable
 import structlog
 
 from bot.config import Settings
-from bot.conversation import commands, filtering
-from bot.conversation.actions import MEMORY_COMMANDS, carry_out
+from bot.conversation import filtering
 from bot.conversation.pipeline import Turn
 from bot.conversation.prompt import BuiltPrompt, build_prompt
 from bot.conversation.task import SAFETY_CATEGORIES
-from bot.conversation.messages import message_text
-from bot.conversation.replies import (
-    COMMAND_UNAVAILABLE_REPLY,
-    EMPTY_MESSAGE_REPLY,
-    FALLBACK_REPLY,
-    NON_TEXT_REPLY,
-)
+from bot.conversation.replies import FALLBACK_REPLY
 from bot.exceptions import LLMUnavailable, StoreUnavailable
 from bot.jobs.handoff import hand_off
 from bot.jobs.queue import JobQueue
@@ -37,7 +30,6 @@ from bot.storage.facts import FactStore
 from bot.storage.records import STORED_TEXT_CHARS, Fact, Pair, clip, decode_facts
 from bot.storage.triggers import SUMMARY
 from bot.storage.usage import usage_fields
-from bot.users.data import UserData
 
 log = structlog.get_logger(__name__)
 
@@ -88,53 +80,6 @@ class ClaimStep:
             self.sleep(INFLIGHT_POLL_S)
             claim = self.store.claim(user, sid)
         return claim
-
-
-class CommandStep:
-    """Read the message's text (or refuse it politely) and carry out a command if it is one."""
-
-    name = "command"
-    records = False
-
-    def __init__(self, settings: Settings, users: UserData, memory_commands: bool) -> None:
-        self.settings = settings
-        self.users = users
-        self.memory_commands = memory_commands  # opt-out, opt-in and erase; off for the baseline
-        self.reset_phrases = commands.parse_phrases(settings.RESET_PHRASES)
-        self.topic_phrases = commands.parse_phrases(settings.TOPIC_SHIFT_PHRASES)
-
-    def __call__(self, turn: Turn) -> None:
-        turn.text, reason = message_text(turn.msg, self.settings.MEDIA_PLACEHOLDERS)
-        if turn.text is None:
-            reply = NON_TEXT_REPLY if reason == filtering.REASON_NON_TEXT else EMPTY_MESSAGE_REPLY
-            if turn.claim is None:  # Redis down: as before it was, the one refusal for all
-                turn.settle(NON_TEXT_REPLY, reason=reason)
-                return
-            log.info("pair.rejected", reason=reason, media=list(turn.msg.media_types))
-            MESSAGES.labels(outcome="rejected", reason=reason).inc()
-            turn.settle(reply, reason=reason)
-            return
-        user = turn.msg.user
-        requested = turn.memory.erase_requested_at
-        erase_pending = requested is not None and time.time() - requested < self.settings.ERASE_CONFIRM_S
-        command = commands.recognise(
-            turn.text,
-            user,
-            reset_phrases=self.reset_phrases,
-            topic_phrases=self.topic_phrases,
-            operators=self.settings.operators,
-            erase_pending=erase_pending,
-        )
-        kind = command.kind if command is not None else None
-        if kind in MEMORY_COMMANDS and not self.memory_commands:
-            kind = None  # the baseline has no memory: these are ordinary messages there
-        try:
-            carry_out(turn, command if kind else None, self.users, self.settings, self.memory_commands, requested)
-        except StoreUnavailable as err:
-            # Never pretend, and never hand a command to the model as a normal message.
-            log.error("command.unavailable", command=kind, error=str(err))
-            MESSAGES.labels(outcome="rejected", reason="command_unavailable").inc()
-            turn.settle(COMMAND_UNAVAILABLE_REPLY, reason="command_unavailable", status="degraded")
 
 
 class MemoryStep:
@@ -209,6 +154,7 @@ class PromptStep:
                 max_user_tokens=self.settings.MAX_USER_MESSAGE_TOKENS,
                 memory_block=turn.memory_block,
                 resolved_task=resolved(turn),
+                image=turn.image,
             )
 
         prompt = build(turn.context)
@@ -235,6 +181,7 @@ class ModelStep:
 
     def __init__(self, settings: Settings, llm: LLMClient, system_prompt: Prompt) -> None:
         self.llm = llm
+        self.vision_model = settings.vision_model
         self.max_tokens = settings.REPLY_MAX_TOKENS
         self.prompt_ref = system_prompt.ref
         # Left after the model for the commit and the hand-off, each one Redis command at worst.
@@ -250,6 +197,7 @@ class ModelStep:
                 prompt_ref=self.prompt_ref,
                 max_tokens=self.max_tokens,
                 deadline_s=budget,
+                model=self.vision_model if turn.image is not None else None,
             )
         except LLMUnavailable:
             turn.completion = None
@@ -287,7 +235,7 @@ class JudgeStep:
         )
         if verdict.valid:
             turn.pair = Pair(
-                user=clip(turn.text, STORED_TEXT_CHARS),
+                user=clip(turn.stored_text or turn.text, STORED_TEXT_CHARS),
                 assistant=clip(completion.text, STORED_TEXT_CHARS),
                 ts=time.time(),
                 sid=turn.msg.sid,
@@ -315,7 +263,7 @@ class CommitStep:
         msg = turn.msg
         try:
             result = self.store.commit(
-                msg.user, turn.claim, msg.sid, turn.reply or "", turn.pair, touch_context=turn.touch_context,
+                msg.user, turn.claim, msg.sid, turn.final_reply(), turn.pair, touch_context=turn.touch_context,
                 usage=turn_usage(turn), last_task=clip(turn.task.task, STORED_TEXT_CHARS) if turn.task else None,
             )
         except StoreUnavailable as err:
@@ -340,11 +288,15 @@ def resolved(turn: Turn) -> str:
 
 
 def turn_usage(turn: Turn) -> dict[str, int]:
-    """Return the usage counts of this turn's model calls (the reply's, the task's)."""
+    """Return the usage counts of this turn's model calls (the reply's, the task's, a voice
+    note's transcription with its audio seconds)."""
+    calls = [("reply", turn.completion, 0), ("task", turn.task_completion, 0)]
+    if turn.transcript is not None:
+        calls.append(("transcription", turn.transcript, turn.transcript.audio_seconds))
     counts: dict[str, int] = {}
-    for purpose, completion in (("reply", turn.completion), ("task", turn.task_completion)):
-        if completion is not None:
-            fields = usage_fields(purpose, completion.model, completion.prompt_tokens, completion.completion_tokens)
+    for purpose, call, seconds in calls:
+        if call is not None:
+            fields = usage_fields(purpose, call.model, call.prompt_tokens, call.completion_tokens, seconds)
             for field, n in fields.items():
                 counts[field] = counts.get(field, 0) + n
     return counts

@@ -39,7 +39,7 @@ RUN_DIR = Path(".run")
 DEV_ENV = RUN_DIR / "dev.env"
 #: Written to .run/dev.env for the CLI: where this bot is; never the operator's secrets.
 SHARED = ("REDIS_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", "OPENAI_BASE_URL", "OPENAI_MODEL", "EXTRACTION_MODEL", "MODEL_STANDIN",
-          "PUBLIC_BASE_URL", "PORT")
+          "PUBLIC_BASE_URL", "PORT", "TWILIO_API_BASE_URL", "TWILIO_ACCOUNT_SID")
 #: A placeholder while checking settings, for what this runner starts itself.
 PENDING = "http://127.0.0.1:1/pending"
 
@@ -112,7 +112,22 @@ class Runner:
             chosen.update(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", MODEL_STANDIN="true")
         if not env.get("TWILIO_AUTH_TOKEN"):
             chosen["TWILIO_AUTH_TOKEN"] = "dev-" + secrets.token_hex(8)
+            if not env.get("TWILIO_API_BASE_URL") and not env.get("TWILIO_ACCOUNT_SID"):
+                chosen.update(self._start_twilio(chosen["TWILIO_AUTH_TOKEN"]))
         return chosen
+
+    def _start_twilio(self, token: str) -> dict[str, str]:
+        """Start the local Twilio stand-in (media behind basic auth, the Messages API) for a
+        development conversation; return the settings that point the bot at it."""
+        port = free_port()
+        account = "AC" + secrets.token_hex(16)
+        standin = subprocess.Popen(
+            [sys.executable, "-m", "bot.dev.twilio_standin", "--port", str(port), "--account-sid", account,
+             "--auth-token", token],
+            start_new_session=True, preexec_fn=die_with_parent,
+        )
+        self.children.append(standin)
+        return {"TWILIO_API_BASE_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": account}
 
     def run_procfile(self, env: dict[str, str]) -> int:
         """Run the Procfile until it ends or we are told to stop; return its exit code."""
@@ -158,12 +173,19 @@ def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) ->
         model = f"{env.get('OPENAI_BASE_URL') or 'https://api.openai.com/v1'} (OPENAI_BASE_URL)"
     token = "a development token: Twilio's own requests get 403" if "TWILIO_AUTH_TOKEN" in chosen else "TWILIO_AUTH_TOKEN"
     public = f"{settings.PUBLIC_BASE_URL}/whatsapp" if settings.PUBLIC_BASE_URL else "set PUBLIC_BASE_URL behind a tunnel or proxy"
+    if "TWILIO_API_BASE_URL" in chosen:
+        media = f"{chosen['TWILIO_API_BASE_URL']} (the local Twilio STAND-IN: chat's /voice and /photo)"
+    elif settings.media_credentials and env.get("TWILIO_ACCOUNT_SID"):
+        media = f"{env.get('TWILIO_API_BASE_URL') or 'https://api.twilio.com'} as {env['TWILIO_ACCOUNT_SID'][:6]}…"
+    else:
+        media = "off: set TWILIO_ACCOUNT_SID to read voice notes and photos"
     return [
         "=" * 72,
         f"  redis    {mask_url(redis_url)}  ({where})",
         f"  model    {model}",
         f"  models   reply {settings.OPENAI_MODEL}, extraction {settings.extraction_model}",
         f"  twilio   signatures checked with {token}",
+        f"  media    {media}",
         f"  webhook  http://127.0.0.1:{port}/whatsapp  (public: {public})",
         "  chat     .venv/bin/python -m bot chat        stop: Ctrl-C",
         "=" * 72,

@@ -1,4 +1,4 @@
-"""A small OpenAI-compatible Chat Completions server with canned, scriptable answers.
+"""A small OpenAI-compatible Chat Completions and transcriptions server with canned, scriptable answers.
 
 Tests, benchmarks and `make run` without an API key talk to it over real HTTP through the
 real openai client. It is deterministic: with nothing scripted it answers from the last
@@ -6,15 +6,21 @@ user message, and a fact extraction request with the facts of the user's plain f
 statements (bot/dev/standin_facts.py), and pass 2 with the named things in those facts
 (bot/dev/standin_entities.py); a test can queue exact answers (an empty fact list
 included), errors and delays, and read back what was asked. Never for production: it refuses to start with APP_ENV=production.
+A photo is answered from its size and format (bot/dev/standin_images.py), a voice note
+(POST /v1/audio/transcriptions) by real speech recognition (bot/dev/standin_audio.py).
 
     python -m bot.dev.standin --port 8089 [--latency-ms 300] [--reply-chars 400]
 
 Scripting over HTTP (the in-process `StandinModel` has the same as methods):
     POST /_standin/script   {"steps": [{"content": "...", "status": 200, "delay_s": 0,
                               "finish_reason": "stop", "match": "text in last user message",
-                              "stall_s": 0 (send half the body, then stall)}]}
-    GET  /_standin/requests  every request body received, oldest first
+                              "stall_s": 0 (send half the body, then stall),
+                              "kind": "chat" (default) or "transcription"}]}
+    GET  /_standin/requests  every chat request body received, oldest first
+    GET  /_standin/transcriptions  every transcription request's fields (no audio), oldest first
     POST /_standin/reset     forget script and requests
+A step answers only its kind; a transcription step's content is the transcript ("" for none;
+the file must still decode), and its match is looked for in the file's name.
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from bot.dev import standin_audio
 from bot.dev.standin_entities import ENTITY_SCHEMA_NAME, extract_request_entities
 from bot.dev.standin_facts import extract_request_facts
+from bot.dev.standin_images import InvalidImage, SeenImage, message_images, text_parts
 from bot.dev.standin_tasks import TASK_SCHEMA_NAME, extract_request_task
 from bot.llm.tokens import TokenCounter
 from bot.observability.logs import configure_logging
@@ -61,6 +69,7 @@ class Step:
     match: str | None = None
     retry_after: int | None = None  # sent as Retry-After with an error status
     stall_s: float = 0.0  # send the headers and half the body, then stall this long
+    kind: str = "chat"  # or "transcription": a step answers only requests of its kind
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> "Step":
@@ -73,6 +82,7 @@ class Step:
             match=obj.get("match"),
             retry_after=obj.get("retry_after"),
             stall_s=float(obj.get("stall_s", 0.0)),
+            kind=str(obj.get("kind", "chat")),
         )
 
 
@@ -84,9 +94,12 @@ def _wants_json(body: dict[str, Any]) -> bool:
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
-            content = message.get("content")
-            return content if isinstance(content, str) else json.dumps(content)
+            return "\n".join(text_parts(message.get("content")))  # a photo's caption, say
     return ""
+
+
+def _invalid(message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", **extra}}
 
 
 class _Server(ThreadingHTTPServer):
@@ -123,6 +136,7 @@ class StandinModel:
         self._steps: list[Step] = []
         self._requests: list[dict[str, Any]] = []
         self._reported: list[dict[str, Any]] = []
+        self._transcriptions: list[dict[str, Any]] = []
         self._counter = TokenCounter("gpt-4o-mini")
         self.server = _Server((host, port), self._handler_class())
         self._thread: threading.Thread | None = None
@@ -156,9 +170,14 @@ class StandinModel:
             return list(self._reported)
 
     def requests(self) -> list[dict[str, Any]]:
-        """Return the request bodies received so far."""
+        """Return the chat request bodies received so far."""
         with self._lock:
             return list(self._requests)
+
+    def transcriptions(self) -> list[dict[str, Any]]:
+        """Return the fields of the transcription requests received so far (never the audio)."""
+        with self._lock:
+            return list(self._transcriptions)
 
     def reset(self) -> None:
         """Forget the script and the recorded requests; open the gate."""
@@ -167,19 +186,21 @@ class StandinModel:
             self._steps.clear()
             self._requests.clear()
             self._reported.clear()
+            self._transcriptions.clear()
 
     # -- answering ---------------------------------------------------------------------
-    def _next_step(self, last_user: str) -> Step | None:
+    def _next_step(self, subject: str, kind: str = "chat") -> Step | None:
         with self._lock:
             for i, step in enumerate(self._steps):
-                if step.match is None or step.match in last_user:
+                if step.kind == kind and (step.match is None or step.match in subject):
                     return self._steps.pop(i)
         return None
 
-    def canned_reply(self, last_user: str) -> str:
-        """Return the deterministic default answer to a message."""
+    def canned_reply(self, last_user: str, images: list[SeenImage] | None = None) -> str:
+        """Return the deterministic default answer to a message and the images it holds."""
         digest = hashlib.sha256(last_user.encode()).hexdigest()[:8]
-        head = f"{CANNED_NOTICE} You wrote {len(last_user)} characters [{digest}]. "
+        seen = "".join(f"I see {image.describe()}. " for image in images or [])
+        head = f"{CANNED_NOTICE} {seen}You wrote {len(last_user)} characters [{digest}]. "
         text = head
         while len(text) < self.reply_chars:
             text += _FILLER
@@ -213,21 +234,21 @@ class StandinModel:
         if self.record == "full":
             with self._lock:
                 self._requests.append(body)
+        try:  # every image is billed, an earlier one too, so every one must decode
+            images = [message_images(m) for m in messages]
+        except InvalidImage as err:
+            return 400, _invalid(f"Invalid image: {err}.", code="invalid_image"), 0
         step = self._next_step(last_user) or Step()
         delay = self.latency_s + step.delay_s
         if step.status != 200:
-            error = {"error": {"message": f"scripted status {step.status}", "type": "standin_error"}}
-            if step.retry_after is not None:
-                error["retry_after"] = step.retry_after
-            return step.status, error, delay
+            return step.status, self._scripted_error(step), delay
         content = step.content
         if content is None:
-            content = self.canned_json(body) if _wants_json(body) else self.canned_reply(last_user)
-        prompt_tokens = sum(  # the cookbook's count: framing, role and content per message
-            self._counter.message_cost(
-                str(m.get("role", "")), m.get("content") if isinstance(m.get("content"), str) else ""
-            )
-            for m in messages
+            last_images = next((seen for m, seen in zip(messages[::-1], images[::-1]) if m.get("role") == "user"), [])
+            content = self.canned_json(body) if _wants_json(body) else self.canned_reply(last_user, last_images)
+        prompt_tokens = sum(  # the cookbook's count: framing, role and text per message, and images
+            self._counter.message_cost(str(m.get("role", "")), "".join(text_parts(m.get("content"))))
+            + sum(image.tokens() for image in seen) for m, seen in zip(messages, images)
         ) + 3
         completion_tokens = self._counter.count(content)
         with self._lock:  # what each answer reported, for usage accounting tests
@@ -241,26 +262,38 @@ class StandinModel:
                 )
         payload = {
             "id": f"chatcmpl-standin-{hashlib.sha256(content.encode()).hexdigest()[:12]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model") or "standin",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": step.finish_reason,
-                    "logprobs": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "object": "chat.completion", "created": int(time.time()), "model": body.get("model") or "standin",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": step.finish_reason, "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
         }
         if step.stall_s:
             payload["_stall_s"] = step.stall_s
         return 200, payload, delay
+
+    def transcribe(self, content_type: str, form: bytes) -> tuple[int, dict[str, Any], float]:
+        """Return status, body and delay for one transcription request (multipart/form-data)."""
+        try:  # a malformed request, or audio that does not decode (AudioUnreadable)
+            fields = standin_audio.parse_form(content_type, form)
+            request = standin_audio.describe_request(fields)
+            if self.record != "none":  # the fields, never the audio
+                with self._lock:
+                    self._transcriptions.append(request)
+            step = self._next_step(request["filename"], kind="transcription") or Step(kind="transcription")
+            if step.status != 200:
+                return step.status, self._scripted_error(step), self.latency_s + step.delay_s
+            payload = standin_audio.answer(fields["file"].value, request, step.content)
+        except standin_audio.BadRequest as err:
+            return 400, _invalid(str(err), param=err.param), 0
+        if step.stall_s:
+            payload["_stall_s"] = step.stall_s
+        return 200, payload, self.latency_s + step.delay_s
+
+    @staticmethod
+    def _scripted_error(step: Step) -> dict[str, Any]:
+        error = {"error": {"message": f"scripted status {step.status}", "type": "standin_error"}}
+        return error if step.retry_after is None else {**error, "retry_after": step.retry_after}
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         model = self
@@ -276,11 +309,12 @@ class StandinModel:
             def _send(self, status: int, payload: Any) -> None:
                 retry_after = payload.pop("retry_after", None) if isinstance(payload, dict) else None
                 stall = payload.pop("_stall_s", 0.0) if isinstance(payload, dict) else 0.0
-                data = json.dumps(payload).encode()
+                text = payload.get("_text") if isinstance(payload, dict) else None  # response_format text
+                data = json.dumps(payload).encode() if text is None else text.encode()
                 self.send_response(status)
                 if retry_after is not None:
                     self.send_header("Retry-After", str(retry_after))
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "application/json" if text is None else "text/plain; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if stall:  # a server that stalls mid-response
@@ -290,31 +324,38 @@ class StandinModel:
                     data = data[len(data) // 2 :]
                 self.wfile.write(data)
 
-            def _body(self) -> Any:
+            def _body(self) -> bytes:
                 length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b"{}"
-                return json.loads(raw or b"{}")
+                return self.rfile.read(length) if length else b""
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": "standin", "object": "model", "owned_by": STANDIN_OWNER}]})
                 elif self.path == "/_standin/requests":
                     self._send(200, {"requests": model.requests()})
+                elif self.path == "/_standin/transcriptions":
+                    self._send(200, {"transcriptions": model.transcriptions()})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
+            def _send_later(self, status: int, payload: Any, delay: float) -> None:
+                model.gate.wait(timeout=60)
+                if delay:
+                    time.sleep(delay)
+                self._send(status, payload)
+
             def do_POST(self) -> None:  # noqa: N802
+                raw = self._body()
+                if self.path.rstrip("/") == "/v1/audio/transcriptions":  # a form, not JSON
+                    self._send_later(*model.transcribe(self.headers.get("Content-Type", ""), raw))
+                    return
                 try:
-                    body = self._body()
+                    body = json.loads(raw or b"{}")
                 except ValueError:
                     self._send(400, {"error": {"message": "invalid JSON"}})
                     return
                 if self.path.rstrip("/") == "/v1/chat/completions":
-                    status, payload, delay = model.answer(body)
-                    model.gate.wait(timeout=60)
-                    if delay:
-                        time.sleep(delay)
-                    self._send(status, payload)
+                    self._send_later(*model.answer(body))
                 elif self.path == "/_standin/script":
                     model.script(*body.get("steps", []))
                     self._send(200, {"queued": len(body.get("steps", []))})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from functools import lru_cache
+from typing import Any
 
 import structlog
 import tiktoken
@@ -85,12 +86,17 @@ class TokenCounter:
             _counts[key] = count
         return count
 
-    def message_cost(self, role: str, content: str) -> int:
-        """Return the prompt tokens one message adds: framing, role and content."""
+    def message_cost(self, role: str, content: str | list[dict[str, Any]]) -> int:
+        """Return the prompt tokens one message adds: framing, role and content (of a list of
+        content parts, the text parts: an image's tokens are its own, bot/llm/images.py)."""
+        if isinstance(content, list):
+            text = "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+            return TOKENS_PER_MESSAGE + self.count(role) + self.count(text)
         return TOKENS_PER_MESSAGE + self.count(role) + self.count(content)
 
-    def count_messages(self, messages: list[dict[str, str]]) -> int:
-        """Return the prompt tokens of a Chat Completions message list, as the cookbook counts."""
+    def count_messages(self, messages: list[dict[str, Any]]) -> int:
+        """Return the prompt tokens of a Chat Completions message list, as the cookbook counts
+        (images not included: their tokens are added by who sized them)."""
         return TOKENS_PER_REPLY + sum(self.message_cost(m["role"], m["content"]) for m in messages)
 
     def truncate(self, text: str, max_tokens: int, marker: str = " […]") -> str:

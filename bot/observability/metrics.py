@@ -55,6 +55,17 @@ DELIVERY_FAILURES = Counter(
     "Status callbacks reporting a reply failed or undelivered, by status and Twilio error code.",
     ["status", "error_code"],
 )
+MEDIA = Counter(
+    "bot_media_total",
+    "Attachments by kind (voice, photo, location, other) and outcome (answered, refused, fetch_failed, "
+    "too_large, too_long, unreadable, transcription_failed, disabled).",
+    ["kind", "outcome"],
+)
+TRANSCRIPTION_SECONDS = Histogram(
+    "bot_transcription_seconds",
+    "Time one voice-note transcription took (the model call alone).",
+    buckets=(0.1, 0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 10),
+)
 RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
 
 

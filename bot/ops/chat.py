@@ -1,12 +1,17 @@
 """`python -m bot chat`: talk to the running bot over HTTP, signed as Twilio signs.
 
 Every message goes through the server's real webhook (its logs, its /metrics, its token),
-as a WhatsApp user's would. `/image [caption]` and `/voice` send a media message; every
-message of a split reply is shown.
+as a WhatsApp user's would. Media go as Twilio sends them: `/voice FILE` and
+`/photo FILE [caption]` upload a real file to the local Twilio stand-in that `make run`
+starts (bot/dev/twilio_standin.py), which serves it behind Twilio's basic auth and redirect,
+and post its Media URL; `/location LAT LON [label]` shares a place. Every message of a split
+reply is shown.
 """
 
 from __future__ import annotations
 
+import json
+import mimetypes
 import sys
 import urllib.error
 import urllib.parse
@@ -14,15 +19,24 @@ import urllib.request
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from xml.etree import ElementTree
 
 from twilio.request_validator import RequestValidator
 
 #: Twilio's sandbox number, the usual "To" of a development conversation.
 SANDBOX_NUMBER = "whatsapp:+14155238886"
-#: Media commands: the content type Twilio would report for each.
-MEDIA = {"/image": "image/jpeg", "/voice": "audio/ogg"}
+#: The content type WhatsApp gives a voice note, and what Twilio reports for other files.
+VOICE_TYPES = {".ogg": "audio/ogg; codecs=opus", ".opus": "audio/ogg; codecs=opus", ".mp3": "audio/mpeg",
+               ".m4a": "audio/mp4", ".amr": "audio/amr", ".wav": "audio/wav"}
 TIMEOUT_S = 30.0
+#: The account a message names when none is configured (a development conversation).
+DEV_ACCOUNT = "AC" + "0" * 32
+USAGE = "/voice FILE, /photo FILE [caption] and /location LAT LON [label] send media; an empty line or Ctrl-D quits."
+
+
+class ChatError(ValueError):
+    """A chat command that cannot be sent as typed (a missing file, no media server)."""
 
 
 @dataclass(frozen=True)
@@ -37,34 +51,65 @@ class Reply:
 class ChatClient:
     """Posts signed inbound messages to a webhook URL, as one WhatsApp user."""
 
-    def __init__(self, url: str, token: str, user: str, signed_url: str | None = None) -> None:
+    def __init__(self, url: str, token: str, user: str, signed_url: str | None = None,
+                 account_sid: str | None = None, media_base: str | None = None) -> None:
         self.url = url
         self.signed_url = signed_url or url  # the URL the server checks the signature against
         self.validator = RequestValidator(token)
         self.user = user
+        self.account_sid = account_sid or DEV_ACCOUNT
+        self.media_base = media_base.rstrip("/") if media_base else None  # the Twilio stand-in
 
     def form(self, text: str) -> dict[str, str]:
-        """Return Twilio's form for a message; `/image caption` and `/voice` carry media."""
+        """Return Twilio's form for a message; /voice, /photo and /location carry media."""
+        command, _, rest = text.partition(" ")
+        media = command in ("/voice", "/photo")
         form = {
             "From": f"whatsapp:{self.user}",
             "To": SANDBOX_NUMBER,
             "Body": text,
-            "MessageSid": "SM" + uuid.uuid4().hex,
-            "AccountSid": "AC" + "0" * 32,
+            "MessageSid": ("MM" if media else "SM") + uuid.uuid4().hex,  # Twilio names media messages MM…
+            "AccountSid": self.account_sid,
             "NumMedia": "0",
             "WaId": self.user.lstrip("+"),
             "ProfileName": "Terminal",
         }
-        command, _, caption = text.partition(" ")
-        if command in MEDIA:
-            form.update(
-                Body=caption.strip(),
-                NumMedia="1",
-                MediaContentType0=MEDIA[command],
-                MediaUrl0=f"https://api.twilio.com/2010-04-01/Accounts/{form['AccountSid']}/Messages/"
-                f"{form['MessageSid']}/Media/ME{uuid.uuid4().hex}",
-            )
+        if media:
+            path_text, _, caption = rest.strip().partition(" ")
+            path = Path(path_text).expanduser()
+            if not path_text or not path.is_file():
+                raise ChatError(f"{command} needs a file: {command} FILE" + (" [caption]" if command == "/photo" else ""))
+            content_type = self._content_type(command, path)
+            form.update(Body=caption.strip() if command == "/photo" else "", NumMedia="1",
+                        MediaContentType0=content_type, MediaUrl0=self.upload(form["MessageSid"], path, content_type))
+        elif command == "/location":
+            parts = rest.split(maxsplit=2)
+            try:
+                lat, lon = float(parts[0]), float(parts[1])
+            except (IndexError, ValueError):
+                raise ChatError("/location needs coordinates: /location LAT LON [label]") from None
+            form.update(Body="", Latitude=str(lat), Longitude=str(lon))
+            if len(parts) > 2:
+                form.update(Label=parts[2])
         return form
+
+    @staticmethod
+    def _content_type(command: str, path: Path) -> str:
+        if command == "/voice":
+            return VOICE_TYPES.get(path.suffix.lower(), "audio/ogg; codecs=opus")
+        guessed = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        return "image/jpeg" if guessed == "image/jpg" else guessed
+
+    def upload(self, message_sid: str, path: Path, content_type: str) -> str:
+        """Put the file on the local Twilio stand-in and return its Media URL."""
+        if self.media_base is None:
+            raise ChatError("media need the local Twilio stand-in: run `make run` without TWILIO_AUTH_TOKEN")
+        request = urllib.request.Request(
+            f"{self.media_base}/_standin/media?message_sid={message_sid}", data=path.read_bytes(),
+            headers={"Content-Type": content_type},
+        )
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - our stand-in
+            return str(json.loads(response.read())["url"])
 
     def send(self, text: str) -> Reply:
         """Post one message and return the reply; raise URLError when nothing listens."""
@@ -93,7 +138,11 @@ def converse(client: ChatClient, lines: Iterable[str]) -> int:
         text = text.rstrip("\n")
         if not text.strip():
             break
-        reply = client.send(text)
+        try:
+            reply = client.send(text)
+        except ChatError as err:
+            print(f"[not sent] {err}")
+            continue
         if reply.status != 200:
             print(f"[HTTP {reply.status}] {reply.error}")
             if reply.status == 403:

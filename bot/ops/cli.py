@@ -8,6 +8,7 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 from xml.etree import ElementTree
 
 import redis
@@ -19,7 +20,7 @@ from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone, mask_url
 from bot.ops import entity_commands, task_commands
-from bot.ops.chat import ChatClient, converse, read_lines
+from bot.ops.chat import USAGE, ChatClient, converse, read_lines
 from bot.services import Services, build_services
 from bot.users import memory as operations
 from bot.users.lifecycle import erase_user, reset_conversation
@@ -83,9 +84,11 @@ def cmd_chat(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     # The server checks the signature against PUBLIC_BASE_URL when it has one.
     signed = f"{settings.PUBLIC_BASE_URL}/whatsapp" if settings.PUBLIC_BASE_URL and not args.url else url
-    client = ChatClient(url, settings.twilio_auth_token, args.user, signed_url=signed)
-    print(f"Chatting as whatsapp:{args.user} with {url}. /image [caption] and /voice send media; "
-          "an empty line or Ctrl-D quits.", file=sys.stderr)
+    # Media go through the local Twilio stand-in of `make run` (never to a real Twilio).
+    local = urllib.parse.urlsplit(settings.TWILIO_API_BASE_URL).hostname in ("127.0.0.1", "localhost", "::1")
+    client = ChatClient(url, settings.twilio_auth_token, args.user, signed_url=signed,
+                        account_sid=settings.TWILIO_ACCOUNT_SID, media_base=settings.TWILIO_API_BASE_URL if local else None)
+    print(f"Chatting as whatsapp:{args.user} with {url}. {USAGE}", file=sys.stderr)
     try:
         return converse(client, read_lines())
     except urllib.error.URLError as err:

@@ -42,8 +42,9 @@ def cmd_usage(services: Services, args: argparse.Namespace) -> int:
         print(f"{args.user}: {out['total']['calls']} model calls")
         for r in rows:
             cost = "no price" if r["cost_usd"] is None else f"${r['cost_usd']:.6f}"
-            print(f"  {r['purpose']:9} {r['model']:24} {r['calls']:5} calls  {r['prompt_tokens']:8} in  "
-                  f"{r['completion_tokens']:7} out  {cost}")
+            audio = f"  {r['audio_seconds']} s audio" if r["audio_seconds"] else ""
+            print(f"  {r['purpose']:13} {r['model']:24} {r['calls']:5} calls  {r['prompt_tokens']:8} in  "
+                  f"{r['completion_tokens']:7} out{audio}  {cost}")
         return 0
     users = []
     for user in services.usage.users():

@@ -1,7 +1,8 @@
 """Model tokens per user, by purpose and model: what each user costs.
 
 Key ``user_usage:{+E164}`` hash: ``<purpose>|<model>|in`` (prompt tokens), ``…|out``
-(completion tokens) and ``…|calls``; purposes are reply, task, summary, facts, entities.
+(completion tokens) and ``…|calls``, and ``…|sec`` (seconds of audio, transcription only); purposes are reply, task,
+summary, facts, entities, transcription.
 The reply path adds its counts inside the commit script (no extra round trip); background
 jobs add theirs here. Same TTL as the user's facts; in export, erased with the user.
 """
@@ -14,6 +15,7 @@ from typing import Iterator, Protocol
 import redis
 import structlog
 
+from bot.config.tasks import Price
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import CONTEXT_PREFIX, MEMORY_PREFIX, USAGE_PREFIX, user_key
 from bot.storage.records import as_int, text
@@ -31,13 +33,17 @@ class ModelCall(Protocol):
     completion_tokens: int
 
 #: The purposes kept apart (the model client's "extraction" is counted as "facts").
-PURPOSES = ("reply", "task", "summary", "facts", "entities")
+PURPOSES = ("reply", "task", "summary", "facts", "entities", "transcription")
 
 
-def usage_fields(purpose: str, model: str, prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """Return the hash increments of one model call."""
+
+def usage_fields(purpose: str, model: str, prompt_tokens: int, completion_tokens: int, seconds: int = 0) -> dict[str, int]:
+    """Return the hash increments of one model call (seconds: of audio transcribed)."""
     base = f"{purpose}|{model.replace('|', '/')}"
-    return {f"{base}|in": prompt_tokens, f"{base}|out": completion_tokens, f"{base}|calls": 1}
+    fields = {f"{base}|in": prompt_tokens, f"{base}|out": completion_tokens, f"{base}|calls": 1}
+    if seconds:
+        fields[f"{base}|sec"] = seconds
+    return fields
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,9 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     calls: int
+    seconds: int = 0  # of audio transcribed
 
-    def cost(self, prices: dict[str, tuple[float, float]]) -> float | None:
+    def cost(self, prices: dict[str, Price]) -> float | None:
         """Return the cost in USD with the price table, or None when the model has no price."""
         price = prices.get(self.model)
         if price is None:  # the API names a snapshot ("gpt-4o-mini-2024-07-18"): its family's price
@@ -58,7 +65,8 @@ class Usage:
             price = prices.get(family) if family else None
         if price is None:
             return None
-        return (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1_000_000
+        tokens = (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1_000_000
+        return tokens + self.seconds / 60 * price.per_minute
 
 
 def decode_usage(raw: dict) -> list[Usage]:
@@ -68,7 +76,8 @@ def decode_usage(raw: dict) -> list[Usage]:
         parts = text(field).split("|")
         if len(parts) == 3:
             rows.setdefault((parts[0], parts[1]), {})[parts[2]] = as_int(text(value), "usage")
-    return [Usage(p, m, c.get("in", 0), c.get("out", 0), c.get("calls", 0)) for (p, m), c in sorted(rows.items())]
+    return [Usage(p, m, c.get("in", 0), c.get("out", 0), c.get("calls", 0), c.get("sec", 0))
+            for (p, m), c in sorted(rows.items())]
 
 
 class UsageStore:

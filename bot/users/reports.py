@@ -6,6 +6,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from bot.config.tasks import Price
 from bot.memory.extraction import stored_pairs
 from bot.storage.triggers import SUMMARY
 from bot.storage.keys import user_keys
@@ -62,12 +63,12 @@ def entity_report(data: UserData, user: str) -> list[dict[str, Any]]:
     return [e.to_public() for e in sorted(entities, key=lambda e: (-len(e.facts), e.key))]
 
 
-def usage_report(data: UserData, user: str, prices: dict[str, tuple[float, float]] | None = None) -> list[dict[str, Any]]:
+def usage_report(data: UserData, user: str, prices: dict[str, Price] | None = None) -> list[dict[str, Any]]:
     """Return the user's model tokens by purpose and model, with the cost when priced."""
     if data.usage is None:
         return []
     return [{"purpose": u.purpose, "model": u.model, "calls": u.calls, "prompt_tokens": u.prompt_tokens,
-             "completion_tokens": u.completion_tokens, "cost_usd": u.cost(prices or {})}
+             "completion_tokens": u.completion_tokens, "audio_seconds": u.seconds, "cost_usd": u.cost(prices or {})}
             for u in data.usage.load(user)]
 
 

@@ -127,10 +127,46 @@ def test_export_lists_each_pair_once_and_writes_a_private_file(run, tmp_path) ->
     assert json.loads(run("export", USER).stdout)["user"] == USER
 
 
-def test_chat_sends_media_and_says_when_no_bot_answers(run, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    media = run("chat", "--user", USER, stdin="/image\n/voice\n")
-    assert media.returncode == 0, media.stderr
-    assert media.stdout.count("bot> ") == 2 and "text" in media.stdout.lower()
+def test_chat_sends_real_media_through_the_twilio_standin(make_settings, redis_url, queue_redis_url, standin_server,  # type: ignore[no-untyped-def]
+                                                         redis_client, model, tmp_path, services) -> None:
+    """/voice and /photo upload a file to the local Twilio stand-in and post its Media URL,
+    as `make run`'s chat does; the bot fetches it behind basic auth and answers."""
+    from PIL import Image
+
+    from bot import create_app
+    from bot.dev.twilio_standin import TwilioStandin
+
+    account = "AC" + "3" * 32
+    twilio = TwilioStandin(account, AUTH_TOKEN).start()
+    app = create_app(make_settings(TWILIO_ACCOUNT_SID=account, TWILIO_API_BASE_URL=twilio.url))
+    http = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    photo = tmp_path / "dish.png"
+    Image.new("RGB", (800, 600), (10, 120, 30)).save(photo)
+    voice = os.path.join(os.path.dirname(__file__), "..", "data", "voice_ana.ogg")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_", "QUEUE_"))}
+    env.update(TWILIO_AUTH_TOKEN=AUTH_TOKEN, TWILIO_ACCOUNT_SID=account, TWILIO_API_BASE_URL=twilio.url,
+               PORT=str(http.server_port), **redis_env(redis_url, queue_redis_url))
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "bot", "chat", "--user", USER], capture_output=True, text=True, env=env,
+            cwd=tmp_path, timeout=60,
+            input=f"/voice {voice}\n/photo {photo} What is this dish?\n/photo /no/such/file.jpg\n"
+                  "/location 41.1496 -8.6109 Café Majestic\n",
+        )
+    finally:
+        http.shutdown()
+        twilio.stop()
+    assert result.returncode == 0, result.stderr
+    assert "Porto" in result.stdout  # what was heard, quoted back
+    assert "800×600" not in result.stdout and "512×384 JPEG" in result.stdout, result.stdout  # downscaled, re-encoded
+    assert "[not sent] /photo needs a file" in result.stdout
+    users = [p.user for p in services.store.load(USER).recent]
+    assert users[0].startswith("🎤 ") and users[1] == "[Photo] What is this dish?"
+    assert users[2].startswith("📍 Shared location: Café Majestic")
+
+
+def test_chat_says_when_no_bot_answers(run) -> None:  # type: ignore[no-untyped-def]
     down = run("chat", "--url", "http://127.0.0.1:1/whatsapp", stdin="hi\n")
     assert down.returncode == 2 and "start one with `make run`" in down.stderr
 

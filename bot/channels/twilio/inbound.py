@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
 from urllib.parse import quote
 
 from flask import Request
@@ -14,13 +16,18 @@ from twilio.request_validator import (
 )
 
 from bot.config import E164
-from bot.conversation.messages import InboundMessage
+from bot.conversation.messages import InboundMessage, MediaItem
 from bot.exceptions import InvalidInbound
+from bot.media.location import Location
 
 #: MessageSid: two letters (SM, MM) and 32 hex digits.
 _SID = re.compile(r"^[A-Za-z]{2}[0-9a-fA-F]{32}$")
 #: Twilio posts at most 10 media items per message.
 MAX_MEDIA = 10
+#: A Media URL is about 150 characters; anything far longer is not Twilio's.
+MAX_MEDIA_URL = 500
+#: A place's label or address is kept to this many characters.
+MAX_PLACE_CHARS = 200
 
 
 def signed_url(request: Request, base: str | None) -> str:
@@ -65,15 +72,38 @@ def parse_inbound(form: dict[str, str] | object) -> InboundMessage:
     if not 0 <= num_media <= MAX_MEDIA:
         raise InvalidInbound("NumMedia out of range")
     media = tuple(
-        (get(f"MediaContentType{i}") or "application/octet-stream").strip().lower()
+        MediaItem(
+            content_type=(get(f"MediaContentType{i}") or "application/octet-stream").strip().lower()[:100],
+            ref=(get(f"MediaUrl{i}") or "").strip()[:MAX_MEDIA_URL],
+        )
         for i in range(num_media)
     )
     return InboundMessage(
         user=user,
         sid=sid,
         body=get("Body") or "",
-        media_types=media,
-        has_location=bool(get("Latitude") and get("Longitude")),
+        media=media,
+        location=parse_location(get),
         profile_name=(get("ProfileName") or "")[:100],
         to=(get("To") or "").strip()[:40],
+    )
+
+
+def parse_location(get: Any) -> Location | None:
+    """Return the shared location of Twilio's form (Latitude, Longitude, Address, Label), or
+    None; coordinates out of range are malformed (InvalidInbound)."""
+    lat, lon = (get("Latitude") or "").strip(), (get("Longitude") or "").strip()
+    if not (lat and lon):
+        return None
+    try:
+        latitude, longitude = float(lat), float(lon)
+    except ValueError:
+        raise InvalidInbound("Latitude or Longitude is not a number") from None
+    if not (math.isfinite(latitude) and math.isfinite(longitude) and -90 <= latitude <= 90 and -180 <= longitude <= 180):
+        raise InvalidInbound("Latitude or Longitude out of range")
+    return Location(
+        latitude=latitude,
+        longitude=longitude,
+        label=" ".join((get("Label") or "").split())[:MAX_PLACE_CHARS],
+        address=" ".join((get("Address") or "").split())[:MAX_PLACE_CHARS],
     )

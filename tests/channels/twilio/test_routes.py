@@ -285,10 +285,11 @@ def test_non_answers_are_sent_but_not_stored(send, model: StandinModel, services
     ).items()
 
 
-def test_media_without_text_is_politely_refused(send, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
+def test_media_we_cannot_read_without_text_is_politely_refused(send, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
+    """Video (and documents, contacts): voice notes and photos have tests/conversation/test_media.py."""
     with capture_logs() as logs:
         reply = messages(
-            send("", NumMedia="1", MediaContentType0="image/jpeg", MediaUrl0="https://api.twilio.com/x")
+            send("", NumMedia="1", MediaContentType0="video/mp4", MediaUrl0="https://api.twilio.com/x")
         )
     assert reply == [NON_TEXT_REPLY]
     assert model.requests() == []
@@ -299,17 +300,18 @@ def test_media_without_text_is_politely_refused(send, model: StandinModel, servi
 
 def test_media_placeholder_is_stored_when_configured(make_settings, redis_client, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
     model.script({"content": "Nice photo! It looks like a sunset over the sea at the beach."})
-    app = create_app(make_settings(MEDIA_PLACEHOLDERS=True))
-    form = inbound_form("", NumMedia="1", MediaContentType0="image/png")
-    response = app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
-    assert len(messages(response)) == 1
-    assert model.requests()[0]["messages"][-1]["content"] == "[Image received]"
-    assert services.store.load(USER).recent[0].user == "[Image received]"
+    app = create_app(make_settings(MEDIA_PLACEHOLDERS=True, VISION=False))
+    for content_type, placeholder in (("image/png", "[Image received]"), ("video/mp4", "[Video received]")):
+        form = inbound_form("", NumMedia="1", MediaContentType0=content_type)
+        response = app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+        assert len(messages(response)) == 1
+        assert model.requests()[-1]["messages"][-1]["content"] == placeholder
+        assert services.store.load(USER).recent[-1].user == placeholder
 
 
 def test_media_with_caption_uses_the_caption(send, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
-    send("What is this building?", NumMedia="1", MediaContentType0="image/jpeg")
-    assert model.requests()[0]["messages"][-1]["content"] == "What is this building?"
+    send("What does this contract say about notice?", NumMedia="1", MediaContentType0="application/pdf")
+    assert model.requests()[0]["messages"][-1]["content"] == "What does this contract say about notice?"
 
 
 # -- context ---------------------------------------------------------------------------
@@ -423,7 +425,7 @@ def test_unexpected_error_is_a_polite_reply_not_500(app, client, monkeypatch) ->
     def boom(*_args, **_kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("bug")
 
-    from bot.conversation.steps import CommandStep  # the first step after the claim
+    from bot.conversation.actions import CommandStep  # the first step after the claim
 
     monkeypatch.setattr(CommandStep, "__call__", boom)
     form = inbound_form(QUESTION)
