@@ -65,7 +65,8 @@ class Usage:
             price = prices.get(family) if family else None
         if price is None:
             return None
-        tokens = (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1_000_000
+        price = Price(*price)  # a plain (input, output) pair prices no audio
+        tokens = (self.prompt_tokens * price.input + self.completion_tokens * price.output) / 1_000_000
         return tokens + self.seconds / 60 * price.per_minute
 
 
