@@ -9,7 +9,7 @@ import time
 import structlog
 
 from bot.config import Settings
-from bot.conversation import commands, filtering
+from bot.conversation import commands
 from bot.conversation.commands import Command
 from bot.conversation.messages import message_text
 from bot.conversation.pipeline import Turn
@@ -18,7 +18,6 @@ from bot.conversation.replies import (
     EMPTY_MESSAGE_REPLY,
     ERASE_CONFIRM_REPLY,
     ERASED_REPLY,
-    NON_TEXT_REPLY,
     OPERATOR_RESET_REPLY,
     OPT_IN_REPLY,
     OPT_OUT_REPLY,
@@ -116,15 +115,12 @@ class CommandStep:
             # but YES still cancels a pending erase.
             self._carry_out(turn, None)
             return
-        turn.text, reason = message_text(turn.msg, self.settings.MEDIA_PLACEHOLDERS)
+        turn.text, reason = message_text(turn.msg)
         if turn.text is None:
-            reply = NON_TEXT_REPLY if reason == filtering.REASON_NON_TEXT else EMPTY_MESSAGE_REPLY
-            if turn.claim is None:  # Redis down: as before it was, the one refusal for all
-                turn.settle(NON_TEXT_REPLY, reason=reason)
-                return
-            log.info("pair.rejected", reason=reason, media=list(turn.msg.media_types))
-            MESSAGES.labels(outcome="rejected", reason=reason).inc()
-            turn.settle(reply, reason=reason)
+            if turn.claim is not None:  # with Redis down nothing is counted as a rejected pair
+                log.info("pair.rejected", reason=reason)
+                MESSAGES.labels(outcome="rejected", reason=reason).inc()
+            turn.settle(EMPTY_MESSAGE_REPLY, reason=reason)
             return
         user = turn.msg.user
         requested = turn.memory.erase_requested_at

@@ -23,12 +23,12 @@ from bot.conversation.messages import MediaItem
 from bot.conversation.pipeline import Turn
 from bot.conversation.replies import (
     MEDIA_FAILED_REPLY,
-    NON_TEXT_REPLY,
     PHOTO_TOO_LARGE_REPLY,
     PHOTO_UNREADABLE_REPLY,
     VOICE_FAILED_REPLY,
     VOICE_TOO_LONG_REPLY,
     media_placeholder,
+    unsupported_media_reply,
 )
 from bot.exceptions import MediaUnavailable, StoreUnavailable, TranscriptionUnavailable
 from bot.llm.tokens import TokenCounter
@@ -188,7 +188,8 @@ class MediaStep:
             turn.text = caption
             self._count(kind, "caption_only")
         else:
-            self._refuse(turn, kind, "not_supported", NON_TEXT_REPLY, reason=filtering.REASON_NON_TEXT)
+            reply = unsupported_media_reply(self.settings.VOICE, self.settings.VISION)
+            self._refuse(turn, kind, "not_supported", reply, reason=filtering.REASON_NON_TEXT)
 
     # -- helpers -------------------------------------------------------------------------
     def _download(self, turn: Turn, item: MediaItem, kind: str, max_bytes: int) -> bytes | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.conversation import filtering
-from bot.conversation.replies import media_placeholder
 from bot.media.location import Location
 
 
@@ -69,16 +68,10 @@ class Outcome:
     seq: int | None = None  # the user's latest stored pair number after this message
 
 
-def message_text(msg: InboundMessage, placeholders: bool) -> tuple[str | None, str]:
-    """Return the text that enters the prompt, or None and the reason it can't (media only,
-    unless `placeholders` stand for it: MEDIA_PLACEHOLDERS)."""
+def message_text(msg: InboundMessage) -> tuple[str | None, str]:
+    """Return a typed message's text, or None and the reason when it is empty (an
+    attachment's text is the media step's to find)."""
     body = msg.body.strip()
-    has_media = bool(msg.media_types) or msg.has_location
-    if has_media and placeholders:
-        placeholder = media_placeholder(msg.media_types, msg.has_location)
-        return (f"{placeholder} {body}".strip(), filtering.REASON_OK)
     if body:
         return body, filtering.REASON_OK
-    if has_media:
-        return None, filtering.REASON_NON_TEXT
     return None, filtering.REASON_EMPTY_MESSAGE

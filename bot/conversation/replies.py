@@ -37,6 +37,18 @@ VOICE_TOO_LONG_REPLY = (
     "one, or type your question?"
 )
 VOICE_FAILED_REPLY = "I couldn't make out your voice message — could you type it, or send it again?"
+#: For an attachment the bot cannot read while it reads voice notes or photos (a video, a PDF).
+UNSUPPORTED_MEDIA_REPLY = (
+    "Thanks! I can read text, {what}, but not this kind of attachment yet. Could you type your question?"
+)
+
+
+def unsupported_media_reply(voice: bool, vision: bool) -> str:
+    """Return the polite reply to an attachment the bot cannot read, naming what it can."""
+    if not (voice or vision):
+        return NON_TEXT_REPLY  # text only, as before voice notes and photos
+    what = "voice messages and photos" if voice and vision else "voice messages" if voice else "photos"
+    return UNSUPPORTED_MEDIA_REPLY.format(what=what)
 
 #: Placeholder stored for media when MEDIA_PLACEHOLDERS is on, by MIME type family.
 MEDIA_PLACEHOLDERS = {

@@ -238,8 +238,10 @@ def test_a_photo_over_the_cap_is_refused_by_its_header(post_media, model, servic
 
 
 def test_vision_off_is_todays_polite_reply(post_media, model, twilio) -> None:  # type: ignore[no-untyped-def]
-    replies, _ = post_media(jpeg(100, 100), "image/jpeg", VISION=False)
+    replies, _ = post_media(jpeg(100, 100), "image/jpeg", VISION=False, VOICE=False)
     assert replies == [NON_TEXT_REPLY] and twilio.hits() == [] and model.requests() == []
+    replies, _ = post_media(jpeg(100, 100), "image/jpeg", VISION=False)  # says what it can read
+    assert "voice messages" in replies[0] and "photos" not in replies[0] and twilio.hits() == []
 
 
 # -- fetching --------------------------------------------------------------------------

@@ -90,7 +90,7 @@ class MediaFetcher:
         self._client = httpx.Client(
             transport=transport,
             follow_redirects=False,  # each hop is checked here, and only the first has credentials
-            trust_env=False,  # no HTTPS_PROXY or .netrc decides where our credentials go
+            trust_env=False,  # no HTTPS_PROXY (or other variable) decides where our credentials go
             # No cookie jar shared between users' fetches: whatever a CDN sets is dropped.
             cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
             # The body is read raw, so that max_bytes counts what arrives; ask for no compression.
