@@ -18,11 +18,14 @@ from bot.config import Settings, load_settings
 from bot.dev.embedded import start_embedded_redis, start_redis_cluster
 from bot.dev.processes import TAG_VAR, ensure_tag, stop_tagged
 from bot.dev.standin import StandinModel
+from bot.dev.twilio_standin import TwilioStandin
 from bot.services import build_services
 from bot.storage.connection import make_redis
 from bot.storage.records import Fact
 
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
+#: The Twilio account of the tests: the Messages API and Media URLs of the Twilio stand-in.
+ACCOUNT = "AC" + "1" * 32
 USER = "+14155550100"
 BASE_URL = "http://localhost"
 
@@ -231,6 +234,15 @@ def send(client):  # type: ignore[no-untyped-def]
         return client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
 
     return post
+
+
+@pytest.fixture
+def twilio() -> Iterator[TwilioStandin]:
+    """The local Twilio stand-in (Messages API, Media URLs behind basic auth and a CDN
+    redirect) for ACCOUNT, on 127.0.0.1."""
+    standin = TwilioStandin(ACCOUNT, AUTH_TOKEN).start()
+    yield standin
+    standin.stop()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import openai
 import structlog
 
 from bot.exceptions import TranscriptionUnavailable
-from bot.llm.deadline import DeadlineExceeded, DeadlineTransport, httpx, run_with_deadline
+from bot.llm.deadline import DeadlineExceeded, DeadlineTransport, run_with_deadline
 from bot.observability.metrics import MODEL_TOKENS, TRANSCRIPTION_SECONDS
 
 log = structlog.get_logger(__name__)

@@ -9,7 +9,6 @@ import io
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -29,11 +28,10 @@ from bot.dev.standin import StandinModel
 from bot.dev.twilio_standin import MediaBehaviour, TwilioStandin
 from bot.llm.images import image_tokens
 from bot.storage.keys import SESSION_FACTS_PREFIX, USAGE_PREFIX, user_key, user_keys
-from tests.conftest import AUTH_TOKEN, USER, inbound_form, sign
+from tests.conftest import ACCOUNT, AUTH_TOKEN, USER, inbound_form, sign
 
 pytestmark = pytest.mark.integration
 
-ACCOUNT = "AC" + "2" * 32
 VOICE = (Path(__file__).resolve().parents[1] / "data" / "voice_ana.ogg").read_bytes()
 OGG = "audio/ogg; codecs=opus"
 
@@ -48,13 +46,6 @@ def jpeg(width: int, height: int, color: tuple[int, int, int] = (200, 80, 40)) -
     out = io.BytesIO()
     Image.new("RGB", (width, height), color).save(out, format="JPEG")
     return out.getvalue()
-
-
-@pytest.fixture
-def twilio() -> Iterator[TwilioStandin]:
-    standin = TwilioStandin(ACCOUNT, AUTH_TOKEN).start()
-    yield standin
-    standin.stop()
 
 
 @pytest.fixture

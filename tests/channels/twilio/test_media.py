@@ -26,9 +26,8 @@ from bot.channels.twilio.media import MediaFetcher, httpx
 from bot.dev import twilio_standin
 from bot.dev.twilio_standin import MediaBehaviour, TwilioStandin
 from bot.exceptions import MediaUnavailable
+from tests.conftest import ACCOUNT, AUTH_TOKEN
 
-ACCOUNT = "AC" + "2" * 32
-AUTH_TOKEN = "media-auth-token-0123456789abcdef"
 MESSAGE = "MM" + "3" * 32
 MEDIA = "ME" + "4" * 32
 OGG = b"OggS" + bytes(range(256)) * 4
@@ -72,13 +71,6 @@ class Recorder:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-@pytest.fixture
-def twilio() -> Iterator[TwilioStandin]:
-    standin = TwilioStandin(ACCOUNT, AUTH_TOKEN).start()
-    yield standin
-    standin.stop()
 
 
 @pytest.fixture

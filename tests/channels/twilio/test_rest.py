@@ -4,7 +4,6 @@ client to a local stand-in of the Messages API; delivery failures come back sign
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,20 +11,12 @@ from bot import create_app
 from bot.dev.standin import StandinModel
 from bot.dev.twilio_standin import TwilioStandin
 from bot.observability.metrics import DELIVERY_FAILURES
-from tests.conftest import AUTH_TOKEN, USER, inbound_form, new_sid, sign
+from tests.conftest import ACCOUNT, AUTH_TOKEN, USER, inbound_form, new_sid, sign
 
 pytestmark = pytest.mark.integration
 
-ACCOUNT = "AC" + "1" * 32
 PUBLIC = "https://bot.example.com"
 SENDER = "whatsapp:+14155238886"
-
-
-@pytest.fixture
-def twilio() -> Iterator[TwilioStandin]:
-    standin = TwilioStandin(ACCOUNT, AUTH_TOKEN).start()
-    yield standin
-    standin.stop()
 
 
 @pytest.fixture
