@@ -11,6 +11,7 @@ from dotenv import dotenv_values
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.config.console import ConsoleSettings
 from bot.config.entities import EntitySettings
 from bot.config.media import MediaSettings
 from bot.config.tasks import TaskSettings
@@ -41,7 +42,7 @@ DEFAULT_REPHRASE_PHRASES = (
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
-class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings):
+class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, ConsoleSettings):
     """Every setting the bot reads; names are the environment variables."""
 
     # The environment wins, then .env (the operator's file), then .run/dev.env (where the

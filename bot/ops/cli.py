@@ -19,7 +19,7 @@ from bot.exceptions import ConfigError, StoreUnavailable
 from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone, mask_url
-from bot.ops import entity_commands, task_commands
+from bot.ops import entity_commands, handover_commands, operator_commands, task_commands
 from bot.ops.chat import USAGE, ChatClient, converse, read_lines
 from bot.services import Services, build_services
 from bot.users import memory as operations
@@ -289,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.set_defaults(func=cmd_chat)
     entity_commands.add_parsers(sub, _e164)
     task_commands.add_parsers(sub, _e164)
+    handover_commands.add_parsers(sub, _e164)
+    operator_commands.add_parsers(sub, _e164)
     return parser
 
 

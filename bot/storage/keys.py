@@ -30,9 +30,14 @@ MEMORY = KeySpec("user_memory:", "hash", "opt-out, extraction progress and trigg
 ENTITIES = KeySpec("user_entities:", "string", "named entities in the facts, and which facts pass 2 read", "facts")
 USAGE = KeySpec("user_usage:", "hash", "model tokens by purpose and model", "facts")
 RATE = KeySpec("chat_rate:", "string", "messages in the current rate-limit window", "rate")
+HANDOVER = KeySpec("chat_handover:", "hash", "a person has taken the conversation over: by whom, since when", "handover")
+HANDOVER_LOG = KeySpec(
+    "chat_handover_log:", "list", "what the user and the person said during a handover, until it is folded into pairs",
+    "context",
+)
 
 #: Every per-user key, for inspection, export and erasure.
-USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE)
+USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE, HANDOVER, HANDOVER_LOG)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -42,10 +47,20 @@ TTL_RULES = {
     "facts": "FACTS_TTL_DAYS",
     "session": "SESSION_FACTS_TTL_HOURS",
     "rate": "RATE_LIMIT_PER_MINUTE",  # the window: one minute from the user's first message in it
+    "handover": "HANDOVER_TTL_HOURS",  # from the takeover: the bot answers again after it
+    "signin": "CONSOLE_SIGNIN_WINDOW_S",  # failed sign-ins are counted over this window
+    "activity": "ACTIVITY_KEEP_DAYS",  # hourly and daily counters of the console's overview
 }
 
 #: Shared facts an operator maintains (business hours…); one hash for the whole bot, no TTL.
 ORG_FACTS_KEY = "org_facts"
+#: The console's operator accounts: name -> {hash (werkzeug scrypt), created_at, created_by}; no TTL.
+OPERATORS_KEY = "console_operators"
+#: Failed console sign-ins per operator name and client address (string counter; TTL rule "signin").
+SIGNIN_PREFIX = "console_signin:"
+#: Messages answered per hour, `activity:answered:<YYYYMMDDHH>` (string counter), and model usage
+#: per day, `activity:usage:<YYYYMMDD>` (hash, the fields of user_usage); TTL rule "activity".
+ACTIVITY_PREFIX = "activity:"
 
 # The prefixes by name, for the code that builds one key at a time.
 CONTEXT_PREFIX = CONTEXT.prefix
@@ -57,6 +72,8 @@ MEMORY_PREFIX = MEMORY.prefix
 ENTITIES_PREFIX = ENTITIES.prefix
 USAGE_PREFIX = USAGE.prefix
 RATE_PREFIX = RATE.prefix
+HANDOVER_PREFIX = HANDOVER.prefix
+HANDOVER_LOG_PREFIX = HANDOVER_LOG.prefix
 USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
 
 
