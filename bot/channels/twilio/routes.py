@@ -47,7 +47,8 @@ def whatsapp() -> Response:
         log.warning("webhook.rejected", reason="bad_form", detail=str(err))
         return Response(f"bad request: {err}\n", status=400, mimetype="text/plain")
     structlog.contextvars.bind_contextvars(message_sid=msg.sid)
-    log.info("webhook.received", chars=len(msg.body), media=len(msg.media_types))
+    log.info("webhook.received", chars=len(msg.body), media=len(msg.media),
+             media_type=msg.media[0].content_type if msg.media else None, location=msg.has_location)
     log.debug("webhook.body", body=msg.body)
 
     replier = current_app.extensions.get("bot.replier")
