@@ -81,7 +81,8 @@ def prepare_image(data: bytes, *, detail: str, max_side: int, max_tokens: int) -
     """Return the photo downscaled (longest side at most max_side) as a JPEG or PNG data URL.
 
     At high detail the photo is shrunk further until its tiles fit max_tokens (the room the
-    prompt has for it), and sent at low detail when not even one tile fits. Raise
+    prompt has for it), and sent at low detail when what fits is no larger than low detail's
+    512 px (one tile costs 255 tokens for what 85 buy). Raise
     UnreadableImage for anything that is not a photo we accept.
     """
     image = _open(data)
@@ -90,8 +91,9 @@ def prepare_image(data: bytes, *, detail: str, max_side: int, max_tokens: int) -
     size: tuple[int, int] | None
     if detail == "high":
         size = _fit_high_detail(width, height, max_side, max_tokens)
-        if size is None:
-            detail, max_side = "low", min(max_side, LOW_DETAIL_PX)
+        if size is None or max(size) <= LOW_DETAIL_PX:
+            # No room for more than low detail shows (512 px): the same pixels for 85 tokens.
+            detail, size, max_side = "low", None, min(max_side, LOW_DETAIL_PX)
     if detail == "low" or size is None:
         scale = min(1.0, max_side / max(width, height))
         size = (max(1, round(width * scale)), max(1, round(height * scale)))

@@ -202,14 +202,17 @@ def test_a_photo_reaches_the_model_downscaled_and_is_stored_as_text(post_media, 
 
 
 def test_high_detail_fits_the_prompt_budget(post_media, model) -> None:  # type: ignore[no-untyped-def]
-    post_media(jpeg(2000, 1500), "image/png" if False else "image/jpeg", IMAGE_DETAIL="high",
-               MAX_PROMPT_TOKENS=2000)
+    post_media(jpeg(2000, 1500), "image/jpeg", IMAGE_DETAIL="high", MAX_PROMPT_TOKENS=2000)
     _, roomy = image_part(model)
     assert roomy["detail"] == "high" and decode(roomy["url"]).size == (1024, 768)
-    post_media(jpeg(2000, 1500), "image/jpeg", IMAGE_DETAIL="high")
+    post_media(jpeg(2000, 1500), "image/jpeg", IMAGE_DETAIL="high", MAX_PROMPT_TOKENS=1000)
+    _, middle = image_part(model)
+    size = decode(middle["url"]).size
+    assert middle["detail"] == "high" and 512 < max(size) < 1024
+    assert image_tokens(*size, "high") <= 1000 - 200 - 200 - 20
+    post_media(jpeg(2000, 1500), "image/jpeg", IMAGE_DETAIL="high")  # 800: one tile, which low shows for 85
     _, tight = image_part(model)
-    size = decode(tight["url"]).size
-    assert tight["detail"] == "high" and image_tokens(*size, "high") <= 800 - 200 - 200
+    assert tight["detail"] == "low" and decode(tight["url"]).size == (512, 384)
 
 
 def test_a_photo_without_caption_is_asked_about_in_the_users_language(post_media, model, services) -> None:  # type: ignore[no-untyped-def]

@@ -59,8 +59,10 @@ def test_high_detail_shrinks_to_the_room_left_else_goes_low() -> None:
     photo = encoded(Image.new("RGB", (2000, 1500)), "JPEG")
     roomy = prepare_image(photo, detail="high", max_side=1024, max_tokens=2000)
     assert (roomy.width, roomy.height, roomy.tokens) == (1024, 768, 765)
-    tight = prepare_image(photo, detail="high", max_side=1024, max_tokens=390)
-    assert tight.detail == "high" and tight.tokens <= 390 and (tight.width, tight.height) == (512, 384)
+    middle = prepare_image(photo, detail="high", max_side=1024, max_tokens=430)
+    assert middle.detail == "high" and middle.tokens == 425 and (middle.width, middle.height) == (672, 504)
+    tight = prepare_image(photo, detail="high", max_side=1024, max_tokens=390)  # one tile: what low shows
+    assert tight.detail == "low" and tight.tokens == 85 and (tight.width, tight.height) == (512, 384)
     none = prepare_image(photo, detail="high", max_side=1024, max_tokens=100)
     assert none.detail == "low" and none.tokens == 85 and max(none.width, none.height) == 512
 
