@@ -13,10 +13,12 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from bot.channels.twilio import routes as twilio_routes
 from bot.channels.twilio.media import MediaFetcher
 from bot.channels.twilio.rest import RestReplier, make_twilio_client
+from bot.channels.twilio.sender import make_message_sender
 from bot.config import Settings, load_settings
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.observability.logs import configure_logging
 from bot.ops import admin, health
+from bot.ops.console import init_console
 from bot.services import Services, build_services
 from bot.users.memory import OperationError, load_org_file
 
@@ -46,6 +48,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(twilio_routes.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(admin.bp)
+    # A person's replies during a handover go out through it (None without TWILIO_ACCOUNT_SID).
+    app.extensions["bot.sender"] = make_message_sender(settings)
+    init_console(app, services, settings)
     structlog.get_logger(__name__).info(
         "app.started",
         env=settings.APP_ENV,

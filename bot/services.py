@@ -14,6 +14,8 @@ import structlog
 
 from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.config.media import HTTP_MARGIN_S
+from bot.conversation.activity import ActivityStep
+from bot.conversation.handover import HandoverStep
 from bot.conversation.limits import LoadShedStep, RateLimitStep
 from bot.conversation.media import MediaSource, MediaStep
 from bot.conversation.pipeline import Pipeline, Step
@@ -37,10 +39,12 @@ from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.llm.transcription import Transcriber, make_transcription_client
 from bot.memory.matching import EntityMatcher
 from bot.memory.names import entity_key
+from bot.storage.activity import ActivityStore
 from bot.storage.connection import QUEUE_REQUIRED, is_cluster, make_redis
 from bot.storage.context import NO_BYTE_BOUND, ContextStore
 from bot.storage.entities import EntityStore
 from bot.storage.facts import FactStore
+from bot.storage.handover import HandoverStore
 from bot.storage.keys import Ttls
 from bot.storage.limits import RateCounter
 from bot.storage.memory_meta import MemoryMetaStore
@@ -83,6 +87,8 @@ class Services:
     jobs: JobQueue
     users: UserData
     pipeline: Pipeline
+    handover: HandoverStore
+    activity: ActivityStore
 
 
 def build_steps(
@@ -96,12 +102,14 @@ def build_steps(
     task_prompt: Prompt | None = None,
     media_source: MediaSource | None = None,
     transcriber: Transcriber | None = None,
+    activity: ActivityStore | None = None,
 ) -> list[Step]:
     """Return the steps of the message path, in order (bot/conversation/pipeline.py).
 
     Without memory (the full-history baseline) there are no facts and no background jobs.
     Without a media source (the CLI's and the workers' services) attachments get the
-    polite "couldn't download" reply.
+    polite "couldn't download" reply. Without a handover store (users.handover) nobody can
+    take a conversation over; without `activity` nothing is counted for the console.
     """
     facts = users.facts if with_memory else None
     jobs = users.jobs if with_memory else None
@@ -110,6 +118,7 @@ def build_steps(
         CommandStep(settings, users, memory_commands=with_memory),
         RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
         MediaStep(settings, media_source, transcriber, facts, counter),
+        *([HandoverStep(settings, users, users.handover)] if users.handover is not None else []),
         EntityMatchStep(matcher if with_memory else None),
         *([TaskStep(settings, llm, task_prompt)] if task_prompt is not None and with_memory else []),
         MemoryStep(settings, facts, counter),
@@ -118,6 +127,7 @@ def build_steps(
         ModelStep(settings, llm, system_prompt),
         JudgeStep(settings),
         CommitStep(users.store),
+        *([ActivityStep(activity)] if activity is not None else []),
         HandOffStep(users.store, jobs),
     ]
 
@@ -233,13 +243,17 @@ def build_services(
     )
     check_frame(prompts.reply, counter)
     entities = EntityStore(client, entity_key, ttl_seconds=ttls.facts)
-    usage = UsageStore(client, ttl_seconds=ttls.facts)
-    users = UserData(client, store, facts, meta, jobs, entities, usage)
+    activity = ActivityStore(client, keep_days=settings.ACTIVITY_KEEP_DAYS)
+    usage = UsageStore(client, ttl_seconds=ttls.facts, activity=activity)
+    handover = HandoverStore(client, ttl_seconds=settings.HANDOVER_TTL_HOURS * 3600, log_ttl_seconds=ttls.context)
+    users = UserData(client, store, facts, meta, jobs, entities, usage, handover)
     matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
     transcriber = make_transcriber(settings) if settings.VOICE else None
     if media_source is not None:
         warn_media_room(settings)
     steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher,
-                        task_prompt=prompts.task, media_source=media_source, transcriber=transcriber)
+                        task_prompt=prompts.task, media_source=media_source, transcriber=transcriber,
+                        activity=activity)
     pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
-    return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline)
+    return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline,
+                    handover, activity)

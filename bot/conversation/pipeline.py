@@ -1,11 +1,12 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> command -> rate-limit -> media -> entities -> task -> memory -> prompt -> load-shed
-    -> model -> judge -> commit -> hand-off
+    claim -> command -> rate-limit -> media -> handover -> entities -> task -> memory -> prompt
+    -> load-shed -> model -> judge -> commit -> activity -> hand-off
 
 Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
-reply (a command, a message with no text, the judge) makes the answering steps after it
-stand aside; `commit` and `hand-off` still run, because they record what happened. A
+reply (a command, a message with no text, a handover, the judge) makes the answering steps
+after it stand aside; `commit`, `activity` and `hand-off` still run, because they record what
+happened. A
 duplicate or a message still in flight stops the turn at `claim`.
 
 Where a new step goes: one more entry in `build_steps`, reading and writing fields of the
@@ -58,7 +59,7 @@ class Turn:
     completion: Completion | None = None  # None after a model failure
     pair: Pair | None = None  # the valid exchange to store
     reply: str | None = None  # set once the reply is settled
-    status: str = "answered"  # answered, duplicate, inflight, degraded, command
+    status: str = "answered"  # answered, duplicate, inflight, degraded, command, handover
     reason: str = filtering.REASON_OK
     touch_context: bool = True  # False right after an erase: store nothing
     commit: CommitResult | None = None

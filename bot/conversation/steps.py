@@ -265,6 +265,7 @@ class CommitStep:
             result = self.store.commit(
                 msg.user, turn.claim, msg.sid, turn.final_reply(), turn.pair, touch_context=turn.touch_context,
                 usage=turn_usage(turn), last_task=clip(turn.task.task, STORED_TEXT_CHARS) if turn.task else None,
+                to=msg.to,
             )
         except StoreUnavailable as err:
             log.error("store.unavailable", stage="commit", error=str(err))

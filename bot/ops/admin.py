@@ -14,9 +14,10 @@ from bot.memory.rules import normalize_key
 from bot.observability.logs import mask_phone
 from bot.services import Services
 from bot.users import memory as operations
+from bot.users.handover import hand_back, take_over
 from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out, set_task_extraction
 from bot.users.memory import OperationError
-from bot.users.reports import entity_report, export_user
+from bot.users.reports import entity_report, export_user, handover_report
 
 log = structlog.get_logger(__name__)
 
@@ -140,6 +141,27 @@ def task_setting(e164: str) -> ResponseReturnValue:
     user = _user(e164)
     set_task_extraction(_services().users, user, enabled, actor="admin_api", via="admin_api")
     return jsonify(user=user, task_extraction="on" if enabled else "off")
+
+
+@bp.put("/users/<e164>/handover")
+def handover_setting(e164: str) -> ResponseReturnValue:
+    """Take the conversation over for a person, or hand it back: {"active": true|false}."""
+    active = _json_flag("active")
+    user = _user(e164)
+    s = _services()
+    if active:
+        handover = take_over(s.users, s.handover, user, actor="admin_api", via="admin_api")
+        return jsonify(user=user, active=True, handover=handover.to_public())
+    pairs = hand_back(s.users, s.handover, user, actor="admin_api", via="admin_api")
+    return jsonify(user=user, active=False, pairs_stored=pairs)
+
+
+@bp.get("/users/<e164>/handover")
+def handover_state(e164: str) -> ResponseReturnValue:
+    """Return the takeover in force (null: the bot answers) and the messages of the handover."""
+    user = _user(e164)
+    report = handover_report(_services().users, user)
+    return jsonify(user=user, active=report["handover"] is not None, **report)
 
 
 @bp.get("/users/<e164>/entities")

@@ -25,7 +25,7 @@ from bot.services import Services, build_services
 from bot.users import memory as operations
 from bot.users.lifecycle import erase_user, reset_conversation
 from bot.users.memory import OperationError
-from bot.users.reports import export_user, list_users, user_report
+from bot.users.reports import export_user, iso, list_users, user_report
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +67,17 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
     print(f"extraction stats: {memory['stats']}")
     names = [f"{e['name']} ({e['type']})" for e in report["entities"]]
     print(f"entities ({len(names)}): {', '.join(names[:10]) or '(none)'}" + (" …" if len(names) > 10 else ""))
+    handover = report["handover"]
+    if handover is not None:
+        print(f"handover: ON, by {handover['by']} since {iso(handover['since'])}, "
+              f"until {iso(handover['expires_at']) or 'hand-back'}")
+    if report["handover_log"]:
+        print(f"handover log ({len(report['handover_log'])}, folded into pairs at hand-back):")
+        for entry in report["handover_log"]:
+            who = "user" if entry["role"] == "user" else f"person ({entry['by']})"
+            status = f"  [{entry['status']}{' ' + entry['error_code'] if entry['error_code'] else ''}]" \
+                if entry["status"] else ""
+            print(f"  {who}: {entry['text']}{status}")
     print("keys:")
     for key in report["keys"]:
         print(f"  {key['key']}  {key['type']}  {key['bytes']} bytes  ttl {key['ttl_s']}s")

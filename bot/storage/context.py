@@ -8,7 +8,9 @@ RECENT_MAX_BYTES);
 ``summarized_seq`` (the last pair number folded into the summary);
 ``summary_job_at`` / ``summary_job_token`` (the summary trigger, bot/storage/triggers.py);
 ``epoch`` (moves on at each reset, so nothing in flight from before a reset is stored
-after it); ``last_task`` (the last resolved task, when task extraction is on). ``chat_pending:{+E164}`` list: valid pairs not yet summarized that have already
+after it); ``last_task`` (the last resolved task, when task extraction is on);
+``reply_from`` (the number the user last wrote to, ``whatsapp:+…``: a person's reply in a
+handover goes from it). ``chat_pending:{+E164}`` list: valid pairs not yet summarized that have already
 left the recent window, oldest first; pending pairs = this list + the pairs of
 ``recent_messages`` numbered above ``summarized_seq``, so no pair is stored twice.
 
@@ -65,6 +67,7 @@ class Context:
     summary_job_token: str | None = None
     epoch: int = 0  # moves on at every reset
     last_task: str = ""  # the last resolved task (task extraction), for inspect
+    reply_from: str = ""  # the number the user last wrote to ("whatsapp:+…"), to answer from
 
     def until_quiet(self, idle_s: float, now: float) -> float:
         """Return how much longer until the user has been quiet idle_s seconds (0: quiet now,
@@ -148,6 +151,7 @@ def context_from_hash(data: dict[str, str]) -> Context:
         summary_job_token=data.get("summary_job_token") or None,
         epoch=as_int(data.get("epoch"), "epoch"),
         last_task=data.get("last_task", "") or "",
+        reply_from=data.get("reply_from", "") or "",
     )
 
 
@@ -233,13 +237,14 @@ class ContextStore(JobTriggers):
         touch_context: bool = True,
         usage: dict[str, int] | None = None,
         last_task: str | None = None,
+        to: str = "",
     ) -> CommitResult:
         """Record a processed message, storing its pair if valid and still wanted.
 
         The pair is dropped if a reset came after the claim, or if another attempt took the
         MessageSid over. With touch_context False (right after an erase) nothing is written.
         `usage` (bot/storage/usage.py fields) counts the turn's model calls; `last_task` is
-        the resolved task, kept for inspect.
+        the resolved task, kept for inspect; `to` the number the user wrote to (reply_from).
         """
         p = self.policy
         rules = p.triggers()
@@ -267,6 +272,7 @@ class ContextStore(JobTriggers):
                 "triggers": [rule.to_lua(tokens[rule.name]) for rule in rules],
                 "usage": usage or None,
                 "last_task": last_task,
+                "to": to or None,
             },
         )
         return CommitResult(

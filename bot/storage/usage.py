@@ -9,8 +9,9 @@ jobs add theirs here. Same TTL as the user's facts; in export, erased with the u
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol
 
 import redis
 import structlog
@@ -21,6 +22,9 @@ from bot.storage.keys import CONTEXT_PREFIX, MEMORY_PREFIX, USAGE_PREFIX, user_k
 from bot.storage.records import as_int, text
 from bot.storage.scripts import Scripts
 from bot.storage.users import scan_keyed_users
+
+if TYPE_CHECKING:  # activity.py imports this module's decoding
+    from bot.storage.activity import ActivityStore
 
 log = structlog.get_logger(__name__)
 
@@ -84,9 +88,10 @@ def decode_usage(raw: dict) -> list[Usage]:
 class UsageStore:
     """Add and read a user's model usage."""
 
-    def __init__(self, client: redis.Redis, *, ttl_seconds: int = 0) -> None:
+    def __init__(self, client: redis.Redis, *, ttl_seconds: int = 0, activity: ActivityStore | None = None) -> None:
         self.redis = client
         self.ttl_seconds = ttl_seconds
+        self.activity = activity  # the day's usage for the console's overview, when given
         self.scripts = Scripts(client, "usage_add")
 
     def add(self, user: str, purpose: str, model: str, prompt_tokens: int, completion_tokens: int) -> bool:
@@ -98,14 +103,21 @@ class UsageStore:
         return bool(self.scripts.run("usage_add", keys, {"fields": fields, "ttl": self.ttl_seconds}))
 
     def count_call(self, user: str, purpose: str, call: ModelCall | None) -> None:
-        """Count a background model call (None: no call was made); a Redis error only costs
-        the count, logged."""
+        """Count a background model call (None: no call was made), for the user and in the
+        day's activity; a Redis error only costs the count, logged."""
         if call is None:
             return
         try:
-            self.add(user, purpose, call.model, call.prompt_tokens, call.completion_tokens)
+            counted = self.add(user, purpose, call.model, call.prompt_tokens, call.completion_tokens)
         except StoreUnavailable as err:
             log.warning("usage.not_counted", purpose=purpose, error=str(err))
+            return
+        if counted and self.activity is not None:
+            fields = usage_fields(purpose, call.model, call.prompt_tokens, call.completion_tokens)
+            try:
+                self.activity.record(time.time(), answered=False, usage=fields)
+            except StoreUnavailable as err:
+                log.warning("activity.not_counted", purpose=purpose, error=str(err))
 
     def load(self, user: str) -> list[Usage]:
         """Return the user's usage rows."""

@@ -11,12 +11,14 @@ from bot.storage.context import ContextStore
 from bot.storage.entities import EntityStore
 from bot.storage.usage import UsageStore
 from bot.storage.facts import FactStore
+from bot.storage.handover import HandoverStore
 from bot.storage.memory_meta import MemoryMetaStore
 
 
 @dataclass
 class UserData:
-    """Where a user's conversation, facts, entities, memory settings and background jobs live."""
+    """Where a user's conversation, facts, entities, memory settings, background jobs and
+    handover live."""
 
     redis: redis.Redis
     store: ContextStore
@@ -25,3 +27,4 @@ class UserData:
     jobs: JobQueue | None = None
     entities: EntityStore | None = None
     usage: UsageStore | None = None
+    handover: HandoverStore | None = None

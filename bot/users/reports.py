@@ -51,8 +51,20 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         },
         "facts": memory_report(data, user),
         "entities": entity_report(data, user),
+        **handover_report(data, user),
         "keys": key_report(data.redis, user_keys(user)),
     }
+
+
+def handover_report(data: UserData, user: str) -> dict[str, Any]:
+    """Return the takeover in force (None: the bot answers) and what was said during it,
+    not yet folded into the conversation."""
+    store = data.handover
+    if store is None:
+        return {"handover": None, "handover_log": []}
+    handover = store.get(user)
+    return {"handover": handover.to_public() if handover else None,
+            "handover_log": [e.to_public() for e in store.entries(user)]}
 
 
 def entity_report(data: UserData, user: str) -> list[dict[str, Any]]:
@@ -94,6 +106,7 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
         "facts": memory_report(data, user),
         "entities": entity_report(data, user),
         "usage": usage_report(data, user),
+        **handover_report(data, user),
         "recent_replies": seen_records(data.redis, user),
         "keys": key_report(data.redis, user_keys(user)),
     }

@@ -5,7 +5,8 @@ from __future__ import annotations
 from bot.conversation.pipeline import Pipeline
 from bot.services import Services
 
-STEPS = ("claim", "command", "rate-limit", "media", "entities", "task", "memory", "prompt", "load-shed", "model", "judge", "commit", "hand-off")
+STEPS = ("claim", "command", "rate-limit", "media", "handover", "entities", "task", "memory", "prompt", "load-shed",
+         "model", "judge", "commit", "activity", "hand-off")
 
 
 def test_the_steps_run_in_this_order(services: Services) -> None:

@@ -19,11 +19,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import structlog
-from twilio.base.exceptions import TwilioRestException
-from twilio.http.http_client import TwilioHttpClient
 from twilio.rest import Client
 
 from bot.channels.twilio.outbound import split_message
+from bot.channels.twilio.sender import STATUS_PATH, MessageSender, make_twilio_client
 from bot.config import Settings
 from bot.conversation.messages import InboundMessage
 from bot.conversation.pipeline import Pipeline
@@ -32,22 +31,10 @@ from bot.observability.metrics import REPLY_SECONDS, REST_SENDS
 
 log = structlog.get_logger(__name__)
 
-#: Where Twilio posts delivery status (routes.py), under PUBLIC_BASE_URL.
-STATUS_PATH = "/whatsapp/status"
 #: Outcomes whose reply was already sent, or will be, by another attempt.
 NOT_OURS_TO_SEND = ("duplicate", "inflight")
-#: Seconds one Messages API call may take; a 429 or 5xx is tried once more after RETRY_S.
-SEND_TIMEOUT_S = 10.0
-RETRY_S = 1.0
-
-
-def make_twilio_client(settings: Settings) -> Client:
-    """The twilio REST client, reaching the API at TWILIO_API_BASE_URL (a stand-in in tests),
-    with a timeout: a hung connection must not hold a reply thread for ever."""
-    client = Client(settings.TWILIO_ACCOUNT_SID, settings.twilio_auth_token,
-                    http_client=TwilioHttpClient(timeout=SEND_TIMEOUT_S))
-    client.api.base_url = settings.TWILIO_API_BASE_URL.rstrip("/")
-    return client
+#: Re-exported for the app factory and the routes (the sender module holds them).
+__all__ = ["STATUS_PATH", "RestReplier", "make_twilio_client"]
 
 
 class RestReplier:
@@ -56,9 +43,9 @@ class RestReplier:
     def __init__(self, pipeline: Pipeline, client: Client, settings: Settings) -> None:
         self.pipeline = pipeline
         self.client = client
-        base = settings.PUBLIC_BASE_URL
-        self.status_callback = f"{base}{STATUS_PATH}" if base else None
-        if not base:
+        self.sender = MessageSender(client, settings)  # the same path as a person's replies
+        self.status_callback = self.sender.status_callback
+        if not self.status_callback:
             log.warning("reply.no_status_callback", detail="set PUBLIC_BASE_URL to learn of failed deliveries")
         # As many replies in the making as model calls allowed, and a few for the busy answers;
         # never a backlog: past that, the webhook answers busy itself (load shedding).
@@ -106,9 +93,8 @@ class RestReplier:
         """Send the reply as one message per 1,600 characters; return how many went out."""
         sent = 0
         for chunk in split_message(reply):
-            options = {"status_callback": self.status_callback} if self.status_callback else {}
             try:
-                created = self._create(msg, chunk, options)
+                created = self.sender.create(msg.user, msg.to, chunk)
             except Exception as err:  # the API refused, or the network failed: logged, counted
                 REST_SENDS.labels(result="failed").inc()
                 log.error("reply.send_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
@@ -117,18 +103,6 @@ class RestReplier:
             log.info("reply.sent", twilio_sid=created.sid)
             sent += 1
         return sent
-
-    def _create(self, msg: InboundMessage, chunk: str, options: dict[str, str]) -> object:
-        """messages.create, tried once more after a 429 or a 5xx."""
-        for attempt in (1, 2):
-            try:
-                return self.client.messages.create(from_=msg.to, to=f"whatsapp:{msg.user}", body=chunk, **options)
-            except TwilioRestException as err:
-                if attempt == 2 or not (err.status == 429 or err.status >= 500):
-                    raise
-                log.warning("reply.send_retry", status=err.status)
-                time.sleep(RETRY_S)
-        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Finish the replies started (a graceful stop; there is no backlog), then stop."""

@@ -14,9 +14,10 @@ from bot.channels.twilio.inbound import parse_inbound, signature_ok
 from bot.conversation.pipeline import Pipeline
 from bot.conversation.limits import shed
 from bot.conversation.replies import FALLBACK_REPLY
-from bot.exceptions import InvalidInbound
+from bot.config import E164
+from bot.exceptions import InvalidInbound, StoreUnavailable
 from bot.observability.logs import mask_phone
-from bot.channels.twilio.rest import STATUS_PATH
+from bot.channels.twilio.sender import STATUS_PATH
 from bot.observability.metrics import DELIVERY_FAILURES, REPLY_SECONDS
 
 log = structlog.get_logger(__name__)
@@ -86,7 +87,8 @@ FAILED_STATES = ("failed", "undelivered")
 
 @bp.post(STATUS_PATH)
 def message_status() -> Response:
-    """Twilio's status callback for a reply sent by API: failures are logged and counted."""
+    """Twilio's status callback for a message sent by API: failures are logged and counted,
+    and a person's message in a handover gets its status (and error code) on the page."""
     structlog.contextvars.clear_contextvars()  # threads are reused: no other request's fields
     structlog.contextvars.bind_contextvars(twilio_sid=(request.form.get("MessageSid") or "")[:34])
     validator = current_app.extensions["bot.validator"]
@@ -94,10 +96,25 @@ def message_status() -> Response:
         log.warning("status.rejected", reason="bad_signature")
         return Response("invalid signature\n", status=403, mimetype="text/plain")
     state = (request.form.get("MessageStatus") or "").strip().lower()[:20]
+    code = (request.form.get("ErrorCode") or "").strip()[:10]
     if state in FAILED_STATES:
-        code = (request.form.get("ErrorCode") or "none").strip()[:10]
-        DELIVERY_FAILURES.labels(status=state, error_code=code).inc()
-        log.warning("reply.delivery_failed", status=state, error_code=code)
+        DELIVERY_FAILURES.labels(status=state, error_code=code or "none").inc()
+        log.warning("reply.delivery_failed", status=state, error_code=code or "none")
     else:
         log.debug("reply.status", status=state)
+    _record_handover_status(state, code)
     return Response(status=204)
+
+
+def _record_handover_status(state: str, code: str) -> None:
+    """Give a person's message in a handover its delivery status; a Redis error costs only that."""
+    user = (request.form.get("To") or "").strip().removeprefix("whatsapp:")
+    sid = (request.form.get("MessageSid") or "").strip()[:34]
+    handover = current_app.extensions["bot.services"].handover
+    if not E164.match(user) or not sid:
+        return
+    try:
+        if handover.set_status(user, sid, state, code or None):
+            log.info("handover.status", status=state, error_code=code or None)
+    except StoreUnavailable as err:
+        log.warning("store.unavailable", stage="handover_status", error=str(err))

@@ -1,0 +1,87 @@
+"""Messages sent through Twilio's Messages API (the twilio client's messages.create): the
+replies of REPLY_MODE=rest and a person's replies during a handover, one path for both.
+
+Each goes from the number the user wrote to, with a StatusCallback (PUBLIC_BASE_URL +
+STATUS_PATH) so that delivery failures come back (63016: outside WhatsApp's 24-hour window).
+A 429 or a 5xx is tried once more; anything else is Twilio's answer.
+"""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+from twilio.base.exceptions import TwilioRestException
+from twilio.http.http_client import TwilioHttpClient
+from twilio.rest import Client
+
+from bot.config import Settings
+from bot.observability.metrics import REST_SENDS
+
+log = structlog.get_logger(__name__)
+
+#: Where Twilio posts delivery status (routes.py), under PUBLIC_BASE_URL.
+STATUS_PATH = "/whatsapp/status"
+#: Seconds one Messages API call may take; a 429 or 5xx is tried once more after RETRY_S.
+SEND_TIMEOUT_S = 10.0
+RETRY_S = 1.0
+
+
+def make_twilio_client(settings: Settings) -> Client:
+    """The twilio REST client, reaching the API at TWILIO_API_BASE_URL (a stand-in in tests),
+    with a timeout: a hung connection must not hold a reply thread for ever."""
+    client = Client(settings.TWILIO_ACCOUNT_SID, settings.twilio_auth_token,
+                    http_client=TwilioHttpClient(timeout=SEND_TIMEOUT_S))
+    client.api.base_url = settings.TWILIO_API_BASE_URL.rstrip("/")
+    return client
+
+
+class MessageSender:
+    """Send one WhatsApp message through the Messages API."""
+
+    def __init__(self, client: Client, settings: Settings) -> None:
+        self.client = client
+        base = settings.PUBLIC_BASE_URL
+        self.status_callback = f"{base}{STATUS_PATH}" if base else None
+
+    def create(self, user: str, from_: str, body: str) -> object:
+        """messages.create, tried once more after a 429 or a 5xx; raise what Twilio answered."""
+        options = {"status_callback": self.status_callback} if self.status_callback else {}
+        for attempt in (1, 2):
+            try:
+                return self.client.messages.create(from_=from_, to=f"whatsapp:{user}", body=body, **options)
+            except TwilioRestException as err:
+                if attempt == 2 or not (err.status == 429 or err.status >= 500):
+                    raise
+                log.warning("reply.send_retry", status=err.status)
+                time.sleep(RETRY_S)
+        raise AssertionError("unreachable")
+
+    def send(self, user: str, from_: str, text: str) -> tuple[str | None, str | None]:
+        """Send text (at most 1,600 characters) to the user from `from_` ("whatsapp:+…");
+        return (the message's sid, None), or (None, Twilio's error code) when it was refused,
+        or (None, None) when the API could not be reached."""
+        try:
+            created = self.create(user, from_, text)
+        except TwilioRestException as err:
+            REST_SENDS.labels(result="failed").inc()
+            log.error("message.send_failed", status=err.status, error_code=err.code)
+            return None, str(err.code) if err.code is not None else None
+        except Exception as err:  # the network failed: logged, counted, said to the caller
+            REST_SENDS.labels(result="failed").inc()
+            log.error("message.send_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
+            return None, None
+        REST_SENDS.labels(result="sent").inc()
+        sid = str(getattr(created, "sid", "") or "")
+        log.info("message.sent", twilio_sid=sid)
+        return sid or None, None
+
+
+def make_message_sender(settings: Settings) -> MessageSender | None:
+    """Build the sender of a person's replies, or None without TWILIO_ACCOUNT_SID (nothing
+    can be sent by API then)."""
+    if not settings.TWILIO_ACCOUNT_SID:
+        return None
+    if not settings.PUBLIC_BASE_URL:
+        log.warning("message.no_status_callback", detail="set PUBLIC_BASE_URL to learn of failed deliveries")
+    return MessageSender(make_twilio_client(settings), settings)
