@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import atexit
+import uuid
 from pathlib import Path
 
 import structlog
-from flask import Flask
+from flask import Flask, request
 from twilio.request_validator import RequestValidator
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -45,6 +46,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     if settings.TRUST_FORWARDED_HEADERS:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1, x_port=1, x_prefix=1)  # type: ignore[method-assign]
 
+    app.before_request(fresh_log_context)
     app.register_blueprint(twilio_routes.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(admin.bp)
@@ -60,6 +62,13 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         strategy=settings.CONTEXT_STRATEGY,
     )
     return app
+
+
+def fresh_log_context() -> None:
+    """Start every request's log context afresh, with its own id: threads are reused, and a
+    console page must not log the user and MessageSid of the webhook call before it."""
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(request_id=request.headers.get("X-Request-Id", "")[:64] or uuid.uuid4().hex[:16])
 
 
 def make_media_fetcher(settings: Settings) -> MediaFetcher:

@@ -19,3 +19,12 @@ def test_numbers_in_exception_text_are_masked(capsys) -> None:  # type: ignore[n
     assert "14155550100" not in out and "447700900123" not in out
     assert "+14*******00" in out
     logs._configured = None  # noqa: SLF001
+
+
+def test_each_request_starts_a_fresh_log_context(send, client) -> None:  # type: ignore[no-untyped-def]
+    """Threads are reused: a page served after a webhook call must not log that call's user."""
+    send("Where should I stay in Lisbon for a week in May?")
+    assert "message_sid" in structlog.contextvars.get_contextvars()
+    client.get("/healthz")
+    fields = structlog.contextvars.get_contextvars()
+    assert "message_sid" not in fields and "user" not in fields and fields["request_id"]
