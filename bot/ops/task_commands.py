@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from bot.services import Services
 from bot.users.lifecycle import set_task_extraction
-from bot.users.reports import usage_report
+from bot.users.reports import usage_report, usage_totals
 
 
 def cmd_task(services: Services, args: argparse.Namespace) -> int:
@@ -20,22 +20,12 @@ def cmd_task(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
-def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    costs = [r["cost_usd"] for r in rows]
-    return {
-        "calls": sum(r["calls"] for r in rows),
-        "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-        "completion_tokens": sum(r["completion_tokens"] for r in rows),
-        "cost_usd": None if not rows or any(c is None for c in costs) else round(sum(costs), 6),
-    }
-
-
 def cmd_usage(services: Services, args: argparse.Namespace) -> int:
     """Print model tokens and cost by purpose, for one user or the top users."""
     prices = services.settings.model_prices
     if args.user:
         rows = usage_report(services.users, args.user, prices)
-        out: dict[str, Any] = {"user": args.user, "by_purpose": rows, "total": _totals(rows)}
+        out: dict[str, Any] = {"user": args.user, "by_purpose": rows, "total": usage_totals(rows)}
         if args.json:
             print(json.dumps(out, indent=2))
             return 0
@@ -48,7 +38,7 @@ def cmd_usage(services: Services, args: argparse.Namespace) -> int:
         return 0
     users = []
     for user in services.usage.users():
-        total = _totals(usage_report(services.users, user, prices))
+        total = usage_totals(usage_report(services.users, user, prices))
         users.append({"user": user, **total})
     users.sort(key=lambda u: (-(u["cost_usd"] or 0), -(u["prompt_tokens"] + u["completion_tokens"])))
     users = users[: args.top]

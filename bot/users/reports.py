@@ -84,6 +84,17 @@ def usage_report(data: UserData, user: str, prices: dict[str, Price] | None = No
             for u in data.usage.load(user)]
 
 
+def usage_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return usage_report's rows summed; the cost is None when a model has no price."""
+    costs = [r["cost_usd"] for r in rows]
+    return {
+        "calls": sum(r["calls"] for r in rows),
+        "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+        "completion_tokens": sum(r["completion_tokens"] for r in rows),
+        "cost_usd": None if not rows or any(c is None for c in costs) else round(sum(costs), 6),
+    }
+
+
 def export_user(data: UserData, user: str) -> dict[str, Any]:
     """Return everything stored about one user, for a data access request."""
     context = data.store.load(user)

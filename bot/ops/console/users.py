@@ -17,7 +17,7 @@ from bot.ops.console.auth import login_required
 from bot.ops.console.handover import handover_view
 from bot.ops.console.helpers import actor, services, user_or_404
 from bot.ops.console.listing import users_page
-from bot.users.reports import export_user, usage_report, user_report
+from bot.users.reports import export_user, usage_report, usage_totals, user_report
 
 log = structlog.get_logger(__name__)
 
@@ -56,7 +56,7 @@ def user(e164: str) -> ResponseReturnValue:
         facts={"user": sort_facts(facts["user"]), "session": sort_facts(facts["session"])},
         categories=CATEGORIES,
         usage=usage,
-        usage_total=totals(usage),
+        usage_total=usage_totals(usage),
         handover=handover_view(target),
         task_setting=s.settings.TASK_EXTRACTION,
     )
@@ -90,14 +90,3 @@ def turn(pair: dict[str, Any]) -> dict[str, Any]:
 def sort_facts(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Order facts as an operator reads them: most important first, then by key."""
     return sorted(facts, key=lambda f: (-f["importance"], f["key"]))
-
-
-def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Return the usage rows summed (cost None when one model has no price)."""
-    costs = [r["cost_usd"] for r in rows]
-    return {
-        "calls": sum(r["calls"] for r in rows),
-        "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-        "completion_tokens": sum(r["completion_tokens"] for r in rows),
-        "cost_usd": None if any(c is None for c in costs) else sum(costs),
-    }
