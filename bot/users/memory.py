@@ -79,14 +79,22 @@ def set_fact(
         raise OperationError(
             f"not stored: the user already has {s.MAX_FACTS_PER_USER} operator or explicit facts; delete one first"
         )
+    if key != fact.key and data.facts.delete(user, key, scope):
+        # The fact was stored under a key that a newer synonym folds (home_city is city now):
+        # the edit moves it to the canonical key instead of leaving the old one beside it.
+        log.info("audit.fact_rekeyed", actor=actor, target=mask_phone(user), old_key=key, key=fact.key)
     log.info("audit.fact_set", actor=actor, target=mask_phone(user), key=fact.key, scope=scope)
     return stored
 
 
 def delete_fact(data: UserData, user: str, key: str, scope: str = "user", actor: str = "operator") -> bool:
-    """Delete one fact; return whether it existed."""
-    existed = data.facts.delete(user, normalize_key(key), scope)
-    log.info("audit.fact_deleted", actor=actor, target=mask_phone(user), key=normalize_key(key), existed=existed)
+    """Delete one fact, by its key as stored if there is one (a key stored before a synonym
+    folded it), else by the canonical key; return whether it existed."""
+    existed = data.facts.delete(user, key, scope)
+    if not existed and normalize_key(key) != key:
+        key = normalize_key(key)
+        existed = data.facts.delete(user, key, scope)
+    log.info("audit.fact_deleted", actor=actor, target=mask_phone(user), key=key, existed=existed)
     return existed
 
 

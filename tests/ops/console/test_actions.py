@@ -143,3 +143,23 @@ def test_no_get_changes_anything(console_app, console, redis_client, model) -> N
             console.get(rule.rule.replace("<e164>", USER))
     after = {k: redis_client.dump(k) for k in redis_client.scan_iter(match="*14155550100*")}
     assert after.keys() == before.keys()
+
+
+def test_a_fact_stored_under_an_old_synonym_is_edited_and_deleted_as_stored(console, redis_client) -> None:  # type: ignore[no-untyped-def]
+    """Keys stored before a synonym folded them (home_city is city now) stay editable."""
+    from bot.storage.facts import FactStore
+    from bot.storage.records import Fact
+    from tests.conftest import USER
+    from tests.ops.console.support import post
+
+    facts = FactStore(redis_client)
+    redis_client.hset(f"user_facts:{{{USER}}}", mapping={
+        "home_city": Fact("home_city", "Lisbon", "location", 0.9, 0.8, "auto").to_json(),
+        "city": Fact("city", "Porto", "location", 0.9, 0.8, "auto").to_json(),
+    })
+    page = f"/console/users/{USER}"
+    post(console, f"{page}/facts/delete", {"key": "home_city", "scope": "user"}, page)
+    assert set(facts.load(USER)) == {"city"}  # the fact shown, not its canonical twin
+    redis_client.hset(f"user_facts:{{{USER}}}", "home_city", Fact("home_city", "Lisbon", "location", 0.9, 0.8, "auto").to_json())
+    post(console, f"{page}/facts", {"key": "home_city", "value": "Braga", "scope": "user"}, page)
+    assert set(facts.load(USER)) == {"city"} and facts.load(USER)["city"].value == "Braga"
