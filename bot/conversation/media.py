@@ -181,7 +181,7 @@ class MediaStep:
         family = turn.msg.media[0].family
         kind = family if family in OTHER_KINDS else "other"  # a bounded label, whatever was sent
         if self.settings.MEDIA_PLACEHOLDERS:
-            placeholder = media_placeholder(turn.msg.media_types, False)
+            placeholder = media_placeholder(turn.msg.media_types)
             turn.text = f"{placeholder} {caption}".strip()
             self._count(kind, "placeholder")
         elif caption:

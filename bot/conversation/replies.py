@@ -59,12 +59,10 @@ MEDIA_PLACEHOLDERS = {
 }
 
 
-def media_placeholder(media_types: tuple[str, ...], has_location: bool) -> str:
-    """Return the placeholder text that stands for attachments."""
-    parts = [MEDIA_PLACEHOLDERS.get(t.split("/", 1)[0], "[Attachment received]") for t in media_types]
-    if has_location:
-        parts.append("[Location received]")
-    return " ".join(parts)
+def media_placeholder(media_types: tuple[str, ...]) -> str:
+    """Return the placeholder text that stands for attachments (a shared location is never
+    one: it is read as a line of text, bot/media/location.py)."""
+    return " ".join(MEDIA_PLACEHOLDERS.get(t.split("/", 1)[0], "[Attachment received]") for t in media_types)
 
 #: /task:off and /task:on (task extraction for this user).
 TASK_OFF_REPLY = "OK: I'll answer your messages directly, with the whole conversation. Send /task:on to switch back."

@@ -48,8 +48,9 @@ class PreparedImage:
         return {"type": "image_url", "image_url": {"url": self.data_url, "detail": self.detail}}
 
 
-def _open(data: bytes) -> Image.Image:
-    """Open and fully decode the image; raise UnreadableImage."""
+def _open(data: bytes) -> tuple[Image.Image, str]:
+    """Open and fully decode the image; return it, upright, with the format it came in;
+    raise UnreadableImage."""
     try:
         image = Image.open(io.BytesIO(data))
         if image.format not in ACCEPTED_FORMATS:
@@ -59,7 +60,8 @@ def _open(data: bytes) -> Image.Image:
         image.load()
         if getattr(image, "n_frames", 1) > 1:  # an animated sticker: its first frame
             image.seek(0)
-        return ImageOps.exif_transpose(image) or image
+        source_format = str(image.format)  # a transposed copy no longer knows it
+        return ImageOps.exif_transpose(image) or image, source_format
     except UnreadableImage:
         raise
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
@@ -85,8 +87,7 @@ def prepare_image(data: bytes, *, detail: str, max_side: int, max_tokens: int) -
     512 px (one tile costs 255 tokens for what 85 buy). Raise
     UnreadableImage for anything that is not a photo we accept.
     """
-    image = _open(data)
-    source_format = Image.open(io.BytesIO(data)).format or "JPEG"
+    image, source_format = _open(data)
     width, height = image.size
     size: tuple[int, int] | None
     if detail == "high":
