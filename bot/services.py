@@ -248,7 +248,8 @@ def build_services(
     handover = HandoverStore(client, ttl_seconds=settings.HANDOVER_TTL_HOURS * 3600, log_ttl_seconds=ttls.context)
     users = UserData(client, store, facts, meta, jobs, entities, usage, handover)
     matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
-    transcriber = make_transcriber(settings) if settings.VOICE else None
+    # Only the web app fetches media; the CLI and the workers build no speech client.
+    transcriber = make_transcriber(settings) if settings.VOICE and media_source is not None else None
     if media_source is not None:
         warn_media_room(settings)
     steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher,
