@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import redis
 
@@ -110,6 +111,7 @@ class Claim:
     memory: Memory = field(default_factory=Memory)
     token: str = ""  # proves, at commit, that this attempt still owns the MessageSid
     age_s: float | None = None  # duplicates and in-flight: seconds since the first attempt
+    also: tuple[Any, ...] = ()  # the hash fields read beside the claim (claim's `also`), None if unread
 
 
 @dataclass(frozen=True)
@@ -198,12 +200,14 @@ class ContextStore(JobTriggers):
         return {name: keys[name] for name in names}
 
     # -- messages ----------------------------------------------------------------------
-    def claim(self, user: str, sid: str, now: float | None = None) -> Claim:
-        """Claim a MessageSid for processing and load the user's context in one round trip."""
+    def claim(self, user: str, sid: str, now: float | None = None, also: Sequence[tuple[str, str]] = ()) -> Claim:
+        """Claim a MessageSid for processing and load the user's context in one round trip;
+        `also` names hash fields (key, field) read in that same round trip (the knowledge
+        base's version), returned in Claim.also."""
         now = time.time() if now is None else now
         token = new_token()
         r = self.redelivery
-        status, flat, reply, facts, session, meta, age = self.scripts.run(
+        (status, flat, reply, facts, session, meta, age), extra = self.scripts.run_with_reads(
             "claim",
             self._pick(user, "context", "seen", "facts", "session", "memory"),
             {
@@ -214,6 +218,7 @@ class ContextStore(JobTriggers):
                 "window": r.window_s,
                 "reply_window": r.reply_s,
             },
+            list(also),
         )
         memory = Memory(flat_to_dict(facts), flat_to_dict(session), flat_to_dict(meta))
         age_s = float(text(age))  # -1 for a new claim
@@ -224,6 +229,7 @@ class ContextStore(JobTriggers):
             memory=memory,
             token=token,
             age_s=None if age_s < 0 else age_s,
+            also=tuple(text(v) for v in extra),
         )
 
     def commit(

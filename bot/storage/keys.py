@@ -62,6 +62,20 @@ SIGNIN_PREFIX = "console_signin:"
 #: per day, `activity:usage:<YYYYMMDD>` (hash, the fields of user_usage); TTL rule "activity".
 ACTIVITY_PREFIX = "activity:"
 
+#: The knowledge base (bot/storage/knowledge.py): four keys sharing the hash tag {kb}, so
+#: the scripts that change them stay atomic on a Redis Cluster. No TTL: they live until an
+#: operator removes a document; a user's reset or erase never touches them.
+KB_TAG = "{kb}"
+#: hash: version (moves on with every change), chunks, bytes (the totals the caps check).
+KB_META_KEY = f"knowledge:{KB_TAG}:meta"
+#: hash: document id -> record JSON (title, source, kind, language, sha256, chunks, bytes…).
+KB_DOCS_KEY = f"knowledge:{KB_TAG}:docs"
+#: hash: "<document id>#<n>" -> chunk JSON {"t": text, "k": tokens}.
+KB_CHUNKS_KEY = f"knowledge:{KB_TAG}:chunks"
+#: hash: "<document id>#<n>" -> the chunk's embedding, base64 float32 (only with EMBEDDING_MODEL).
+KB_VECTORS_KEY = f"knowledge:{KB_TAG}:vectors"
+KB_KEYS = (KB_META_KEY, KB_DOCS_KEY, KB_CHUNKS_KEY, KB_VECTORS_KEY)
+
 # The prefixes by name, for the code that builds one key at a time.
 CONTEXT_PREFIX = CONTEXT.prefix
 PENDING_PREFIX = PENDING.prefix

@@ -21,6 +21,8 @@ import redis
 from bot.exceptions import StoreUnavailable
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
+#: A field `run_with_reads` could not read (an error on its node), unlike None: no such field.
+UNREAD = object()
 _KEYS_LINE = re.compile(r"^-- KEYS:(.*)$", re.MULTILINE)
 
 
@@ -51,6 +53,7 @@ class Scripts:
     """The scripts one store uses, registered on its client."""
 
     def __init__(self, client: redis.Redis, *names: str) -> None:
+        self.client = client
         self._scripts = {}
         for name in names:
             script = load_script(name)
@@ -68,6 +71,39 @@ class Scripts:
             )
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
+
+
+    def run_with_reads(
+        self, name: str, keys: dict[str, str], args: dict[str, Any], reads: list[tuple[str, str]]
+    ) -> tuple[Any, list[Any]]:
+        """Run one script and read hash fields (HGET key field) in the same round trip.
+
+        A field that could not be read comes back UNREAD (the caller reads it again, or does
+        without); a script Redis no longer holds (after a restart) runs the ordinary way.
+        """
+        if not reads:
+            return self.run(name, keys, args), []
+        script, registered = self._scripts[name]
+        if set(keys) != set(script.keys):
+            raise ValueError(f"lua/{name}.lua takes keys {script.keys}, given {tuple(keys)}")
+        encoded = json.dumps(_without_none(args), ensure_ascii=False, separators=(",", ":"))
+        ordered = [keys[k] for k in script.keys]
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.evalsha(registered.sha, len(ordered), *ordered, encoded)
+            for key, field in reads:
+                pipe.hget(key, field)
+            results = pipe.execute(raise_on_error=False)
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        first, rest = results[0], [UNREAD if isinstance(r, Exception) else r for r in results[1:]]
+        if isinstance(first, redis.exceptions.NoScriptError):
+            return self.run(name, keys, args), [UNREAD] * len(reads)
+        if isinstance(first, Exception):
+            if isinstance(first, redis.RedisError):
+                raise StoreUnavailable(str(first)) from first
+            raise first
+        return first, rest
 
 
 def _without_none(value: Any) -> Any:
