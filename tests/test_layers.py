@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[tuple[str, ...]] = [
     ("bot.config", "bot.exceptions", "bot.observability"),
     ("bot.storage", "bot.llm", "bot.jobs"),
-    ("bot.memory", "bot.media"),
+    ("bot.memory", "bot.media", "bot.knowledge"),
     ("bot.users",),
     ("bot.conversation",),
     ("bot.services",),
