@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.config.console import ConsoleSettings
 from bot.config.entities import EntitySettings
+from bot.config.knowledge import KnowledgeSettings
 from bot.config.media import MediaSettings
 from bot.config.tasks import TaskSettings
 from bot.exceptions import ConfigError
@@ -42,7 +43,7 @@ DEFAULT_REPHRASE_PHRASES = (
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
-class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, ConsoleSettings):
+class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, ConsoleSettings, KnowledgeSettings):
     """Every setting the bot reads; names are the environment variables."""
 
     # The environment wins, then .env (the operator's file), then .run/dev.env (where the

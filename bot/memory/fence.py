@@ -1,6 +1,7 @@
 """Fenced, read-only data inside a prompt: text the model must treat as data, never as
-instructions (design note 5). The memory block, the conversation summary and the extraction
-request's known facts all put stored text through `inert`."""
+instructions (design note 5). The memory block, the conversation summary, the knowledge
+base's reference block and the extraction request's known facts all put stored text
+through `inert`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import re
 #: Block headers; a stored value can never contain one.
 MEMORY_HEADER = "PERSISTENT MEMORY (READ-ONLY)"
 SUMMARY_HEADER = "CONVERSATION SUMMARY (READ-ONLY)"
-HEADERS = (MEMORY_HEADER, SUMMARY_HEADER)
+REFERENCE_HEADER = "REFERENCE (advisory)"
+HEADERS = (MEMORY_HEADER, SUMMARY_HEADER, REFERENCE_HEADER)
 
 #: Escaped inside values: angle brackets (no marker can be spelled) and every character
 #: that some reader takes for a line break.

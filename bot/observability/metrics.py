@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
@@ -65,6 +65,27 @@ TRANSCRIPTION_SECONDS = Histogram(
     "bot_transcription_seconds",
     "Time one voice-note transcription took (the model call alone).",
     buckets=(0.1, 0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 10),
+)
+KNOWLEDGE_RETRIEVALS = Counter(
+    "bot_knowledge_retrievals_total",
+    "Knowledge-base searches on the message path by outcome (hit: reference injected; miss: no chunk "
+    "reached KNOWLEDGE_MIN_SCORE; empty: no documents; unavailable: the index could not be loaded).",
+    ["outcome"],
+)
+KNOWLEDGE_EMBEDDINGS = Counter(
+    "bot_knowledge_embeddings_total",
+    "Question embeddings on the message path by outcome (ok, failed: BM25 alone served).",
+    ["outcome"],
+)
+KNOWLEDGE_INDEX_VERSION = Gauge(
+    "bot_knowledge_index_version",
+    "The knowledge-base version this process's index was built from (one sample per process).",
+    multiprocess_mode="all",
+)
+KNOWLEDGE_INDEX_BUILD_SECONDS = Histogram(
+    "bot_knowledge_index_build_seconds",
+    "Time to load the knowledge base from Redis and build a process's index after a change.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
 )
 RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
 

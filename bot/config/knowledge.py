@@ -1,0 +1,63 @@
+"""Settings of the knowledge base (issue 21), mixed into Settings."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+#: Snowball stemmers (PyStemmer) by the codes an operator writes; bm25s ships stopwords for
+#: each of these. A language outside the table is indexed without stemming or stopwords.
+LANGUAGES = {
+    "en": "english", "pt": "portuguese", "es": "spanish", "fr": "french", "de": "german",
+    "it": "italian", "nl": "dutch", "da": "danish", "sv": "swedish", "no": "norwegian",
+    "ru": "russian", "tr": "turkish",
+}
+#: Reciprocal rank fusion's constant (Cormack et al. 2009; Chatwoot Captain uses it too).
+RRF_K = 60
+#: The most chunks injected into one prompt (Voiceflow's default is 3).
+KNOWLEDGE_TOP_K = 3
+
+DEFAULT_UNKNOWN_REPLY = "I'm sorry, I don't have that information. Could you ask me something else?"
+
+
+class KnowledgeSettings(BaseModel):
+    """KNOWLEDGE_* and EMBEDDING_* settings; each is documented in .env.example and README."""
+
+    # The knowledge base's language, for stemming and stopwords (en, pt, es, fr, de...);
+    # a document's own --language wins. Unset: no stemming (words must match as written).
+    KNOWLEDGE_LANGUAGE: str | None = None
+    # The reference block's share of MAX_PROMPT_TOKENS: the best chunks in order, the last
+    # one cut at a sentence. The summary and the oldest pairs give way to it, and it gives
+    # way to the user's own message.
+    KNOWLEDGE_MAX_TOKENS: int = Field(default=250, ge=50, le=2000)
+    # How much of the question a chunk must cover to be injected: its BM25 score over the
+    # score of a chunk holding each of the question's words once (0..1, past 1 for chunks
+    # that repeat them). Tuned on `python -m bot eval knowledge`.
+    KNOWLEDGE_MIN_SCORE: float = Field(default=0.40, ge=0.0, le=5.0)
+    # What the model says when the documents do not cover a question about the business;
+    # point to a person here ("…write HUMAN to talk to our team").
+    KNOWLEDGE_UNKNOWN_REPLY: str = Field(default=DEFAULT_UNKNOWN_REPLY, min_length=1, max_length=300)
+    # Caps, checked before anything is written: a file's size, one document's chunks, and
+    # the whole knowledge base (chunks, and bytes of text and vectors in Redis).
+    KNOWLEDGE_MAX_DOC_BYTES: int = Field(default=5 * 1024 * 1024, ge=1024)
+    KNOWLEDGE_MAX_DOC_CHUNKS: int = Field(default=2_000, ge=1)
+    KNOWLEDGE_MAX_CHUNKS: int = Field(default=20_000, ge=1)
+    KNOWLEDGE_MAX_BYTES: int = Field(default=64 * 1024 * 1024, ge=1024)
+    # Embeddings from the OpenAI-compatible /v1/embeddings, fused with BM25 by reciprocal
+    # rank; off when unset. Chunks are embedded when a document is added, the message once
+    # per turn within EMBEDDING_DEADLINE_S (past it, BM25 alone serves).
+    EMBEDDING_MODEL: str | None = None
+    EMBEDDING_DEADLINE_S: float = Field(default=0.8, ge=0.1, le=3.0)
+    # A chunk found only by its vector is injected when its cosine similarity reaches this.
+    EMBEDDING_MIN_SIMILARITY: float = Field(default=0.5, ge=-1.0, le=1.0)
+
+    @field_validator("KNOWLEDGE_LANGUAGE", "EMBEDDING_MODEL", mode="before")
+    @classmethod
+    def _empty_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("KNOWLEDGE_LANGUAGE")
+    @classmethod
+    def _language(cls, value: str | None) -> str | None:
+        if value is not None and value.strip().lower() not in LANGUAGES:
+            raise ValueError(f"KNOWLEDGE_LANGUAGE must be one of {', '.join(sorted(LANGUAGES))}")
+        return value.strip().lower() if value else None

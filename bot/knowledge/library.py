@@ -1,0 +1,206 @@
+"""Documents in, chunks out: what `kb add`, `kb remove` and their admin and console forms do.
+
+A document is read (extract.py), chunked (chunking.py), embedded when EMBEDDING_MODEL is set
+(once, here, never on the message path) and written in one script that checks the caps
+(bot/storage/knowledge.py). The same file added again (by content hash) is a no-op; a file
+with the path or the title of a stored document replaces it. Every change moves the
+knowledge base's version on, and each web process rebuilds its index at its next message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from bot.config import Settings
+from bot.config.knowledge import LANGUAGES
+from bot.exceptions import BotError, LLMUnavailable
+from bot.knowledge.chunking import Chunk, chunk_document
+from bot.knowledge.extract import ExtractionError, extract, kind_of
+from bot.llm.embeddings import Embedder
+from bot.llm.tokens import TokenCounter
+from bot.storage.knowledge import DocRecord, KnowledgeStore, StoredChunk, chunk_json, vector_text
+
+log = structlog.get_logger(__name__)
+
+#: All a document's chunk embeddings may take when it is added (batches, retries included).
+EMBED_DEADLINE_S = 120.0
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+class KnowledgeError(BotError):
+    """A document the knowledge base refuses; the message says why, for the operator."""
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What adding one file did: added, replaced or unchanged."""
+
+    status: str
+    doc: DocRecord
+
+    def to_public(self) -> dict[str, object]:
+        """Return the result as the CLI and the admin API show it."""
+        return {"status": self.status, **self.doc.to_public()}
+
+
+def slug(title: str) -> str:
+    """Return a document id from its title: lower-case ASCII words joined by dashes."""
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode("ascii")
+    return _SLUG.sub("-", ascii_title.lower()).strip("-")[:40].strip("-") or "doc"
+
+
+def title_from(filename: str) -> str:
+    """Return a title from a file name: "opening-hours.md" -> "Opening hours"."""
+    stem = Path(filename).stem.replace("_", " ").replace("-", " ").strip()
+    return (stem[:1].upper() + stem[1:]) if stem else "Document"
+
+
+def check_language(language: str | None) -> str | None:
+    """Return a document's language code, or raise KnowledgeError for one we cannot stem."""
+    if language is None or not language.strip():
+        return None
+    code = language.strip().lower()
+    if code not in LANGUAGES:
+        raise KnowledgeError(f"language {language!r}: use one of {', '.join(sorted(LANGUAGES))}")
+    return code
+
+
+class Library:
+    """Add, replace, list and remove the knowledge base's documents."""
+
+    def __init__(
+        self, store: KnowledgeStore, counter: TokenCounter, settings: Settings, embedder: Embedder | None = None
+    ) -> None:
+        self.store = store
+        self.counter = counter
+        self.settings = settings
+        self.embedder = embedder
+
+    def documents(self) -> list[DocRecord]:
+        """Return every document, by id."""
+        return list(self.store.documents().values())
+
+    def document(self, doc_id: str) -> tuple[DocRecord, list[StoredChunk]]:
+        """Return one document and its chunks, or raise KnowledgeError."""
+        doc = self.store.documents().get(doc_id)
+        if doc is None:
+            raise KnowledgeError(f"no document {doc_id!r} (see `kb list`)")
+        return doc, self.store.document_chunks(doc)
+
+    def remove(self, doc_id: str, actor: str = "cli") -> bool:
+        """Remove a document; return whether it existed."""
+        existed, version = self.store.remove(doc_id)
+        log.info("audit.kb_removed", actor=actor, doc=doc_id, existed=existed, version=version)
+        return existed
+
+    def add_paths(self, paths: list[Path], *, title: str | None = None, language: str | None = None,
+                  actor: str = "cli") -> list[AddResult]:
+        """Add files, and the readable files of folders (sorted, recursively); a title
+        applies only to a single file."""
+        files: list[Path] = []
+        for path in paths:
+            if path.is_dir():
+                files += sorted(p for p in path.rglob("*") if p.is_file() and kind_of(p.name) is not None)
+            elif path.is_file():
+                files.append(path)
+            else:
+                raise KnowledgeError(f"{path}: no such file or folder")
+        if title is not None and len(files) != 1:
+            raise KnowledgeError("--title names one document: give a single file")
+        results = []
+        for file in files:
+            size = file.stat().st_size
+            self._check_size(file.name, size)
+            results.append(self.add(file.read_bytes(), source=str(file), title=title, language=language, actor=actor))
+        return results
+
+    def _check_size(self, name: str, size: int) -> None:
+        cap = self.settings.KNOWLEDGE_MAX_DOC_BYTES
+        if size > cap:
+            raise KnowledgeError(f"{name}: {size:,} bytes is over KNOWLEDGE_MAX_DOC_BYTES ({cap:,}); split it")
+
+    def add(self, data: bytes, *, source: str, title: str | None = None, language: str | None = None,
+            actor: str = "cli") -> AddResult:
+        """Add one document from its bytes (source: the path or file name it came from).
+        Nothing is written unless all of it fits the caps."""
+        name = Path(source).name
+        self._check_size(name, len(data))
+        kind = kind_of(name)
+        if kind is None:
+            raise KnowledgeError(f"{name}: only Markdown (.md), text (.txt), HTML (.html) and PDF (.pdf) are read")
+        language = check_language(language)
+        try:
+            extracted = extract(data, kind)
+        except ExtractionError as err:
+            raise KnowledgeError(f"{name}: {err}") from err
+        title = (title or extracted.title or title_from(name)).strip()[:120]
+        chunks = chunk_document(title, extracted.text, self.counter)
+        if not chunks:
+            raise KnowledgeError(f"{name}: no text to keep")
+        cap = self.settings.KNOWLEDGE_MAX_DOC_CHUNKS
+        if len(chunks) > cap:
+            raise KnowledgeError(f"{name}: {len(chunks):,} chunks is over KNOWLEDGE_MAX_DOC_CHUNKS ({cap:,}); split it")
+        existing = self._existing(source, title)
+        doc_id = existing.id if existing else self._new_id(title)
+        sha = hashlib.sha256(data).hexdigest()
+        model = self.embedder.model if self.embedder else ""
+        if existing and existing.sha256 == sha and existing.embedding_model == model and existing.title == title \
+                and existing.language == language:
+            return AddResult("unchanged", existing)
+        stored = [chunk_json(c.text, c.tokens) for c in chunks]
+        vectors = self._embed(name, chunks)
+        now = time.time()
+        record = DocRecord(
+            id=doc_id, title=title, source=source, kind=kind, language=language, sha256=sha, chunks=len(chunks),
+            bytes=0, added_at=existing.added_at if existing else now, updated_at=now, embedding_model=model,
+        )
+        size = len(record.to_json().encode()) + 16 + sum(len(c.encode()) + len(doc_id) + 6 for c in stored)
+        size += sum(len(v) + len(doc_id) + 6 for v in vectors or [])
+        record = DocRecord(**{**record.to_public(), "bytes": size})  # type: ignore[arg-type]
+        result = self.store.put(record, stored, vectors, max_chunks=self.settings.KNOWLEDGE_MAX_CHUNKS,
+                                max_bytes=self.settings.KNOWLEDGE_MAX_BYTES)
+        if result.status == "too_many_chunks":
+            raise KnowledgeError(f"{name}: the knowledge base would hold {result.total:,} chunks, over "
+                                 f"KNOWLEDGE_MAX_CHUNKS ({self.settings.KNOWLEDGE_MAX_CHUNKS:,}); nothing was changed")
+        if result.status == "too_many_bytes":
+            raise KnowledgeError(f"{name}: the knowledge base would take {result.total:,} bytes, over "
+                                 f"KNOWLEDGE_MAX_BYTES ({self.settings.KNOWLEDGE_MAX_BYTES:,}); nothing was changed")
+        status = "unchanged" if result.status == "unchanged" else "replaced" if existing else "added"
+        log.info("audit.kb_added", actor=actor, doc=doc_id, status=status, kind=kind, chunks=len(chunks),
+                 bytes=size, version=result.version)
+        return AddResult(status, record)
+
+    def _existing(self, source: str, title: str) -> DocRecord | None:
+        """Return the stored document this one replaces: the same path, else the same title."""
+        docs = self.store.documents().values()
+        same_path = [d for d in docs if d.source and d.source == source]
+        if same_path:
+            return same_path[0]
+        same_title = [d for d in docs if d.title.casefold() == title.casefold()]
+        return same_title[0] if same_title else None
+
+    def _new_id(self, title: str) -> str:
+        """Return an id for a new document, unused so far."""
+        taken = set(self.store.documents())
+        base = slug(title)
+        candidate, n = base, 2
+        while candidate in taken:
+            candidate, n = f"{base}-{n}", n + 1
+        return candidate
+
+    def _embed(self, name: str, chunks: list[Chunk]) -> list[str] | None:
+        """Return the chunks' vectors as stored, or None without embeddings."""
+        if self.embedder is None:
+            return None
+        try:
+            vectors = self.embedder.embed([c.text for c in chunks], deadline_s=EMBED_DEADLINE_S, purpose="knowledge_index")
+        except LLMUnavailable as err:
+            raise KnowledgeError(f"{name}: the embeddings failed ({err}); nothing was changed") from err
+        return [vector_text(v) for v in vectors]

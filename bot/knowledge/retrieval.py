@@ -1,0 +1,107 @@
+"""Retrieval on the message path: each process keeps one index of the knowledge base and
+rebuilds it when the version moves on (the claim reads the version in its own round trip).
+
+A question costs no Redis round trip and no model call while the version stands, except
+the question's embedding when EMBEDDING_MODEL is set (one call, EMBEDDING_DEADLINE_S;
+past it, or on any failure, BM25 alone serves).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import structlog
+
+from bot.config import Settings
+from bot.config.knowledge import KNOWLEDGE_TOP_K
+from bot.exceptions import LLMUnavailable
+from bot.knowledge.index import KnowledgeIndex
+from bot.knowledge.reference import Reference, build_reference
+from bot.llm.embeddings import Embedder
+from bot.llm.tokens import TokenCounter
+from bot.observability.metrics import (
+    KNOWLEDGE_EMBEDDINGS,
+    KNOWLEDGE_INDEX_BUILD_SECONDS,
+    KNOWLEDGE_INDEX_VERSION,
+)
+from bot.storage.knowledge import KnowledgeStore
+
+log = structlog.get_logger(__name__)
+
+#: Hits considered for a question (the picked ones come first; the rest explain the cut-off).
+CONSIDERED = 8
+
+
+class Retriever:
+    """Search the knowledge base for a question, from an index kept per process and version."""
+
+    def __init__(
+        self, store: KnowledgeStore, counter: TokenCounter, settings: Settings, embedder: Embedder | None = None
+    ) -> None:
+        self.store = store
+        self.counter = counter
+        self.settings = settings
+        self.embedder = embedder
+        self._index: KnowledgeIndex | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def current(self) -> KnowledgeIndex | None:
+        """Return the index this process holds now, if any."""
+        return self._index
+
+    def index(self, version: str | None = None) -> KnowledgeIndex:
+        """Return the index at `version`, rebuilding it when the version moved on (read from
+        Redis when not given). One thread rebuilds; the others wait for it."""
+        if version is None:
+            version = self.store.version()
+        index = self._index
+        if index is not None and index.version == version:
+            return index
+        with self._lock:
+            index = self._index
+            if index is not None and index.version == version:
+                return index
+            started = time.perf_counter()
+            snapshot = self.store.snapshot(vectors=self.embedder is not None)
+            index = KnowledgeIndex(snapshot.version, snapshot.chunks, self.settings.KNOWLEDGE_LANGUAGE)
+            self._index = index
+            elapsed = time.perf_counter() - started
+        KNOWLEDGE_INDEX_BUILD_SECONDS.observe(elapsed)
+        KNOWLEDGE_INDEX_VERSION.set(int(index.version) if index.version.isdigit() else 0)
+        log.info("knowledge.index_built", version=index.version, chunks=len(index),
+                 vectors=index.has_vectors, ms=round(elapsed * 1000, 1))
+        return index
+
+    def question_vector(self, index: KnowledgeIndex, question: str, deadline_s: float) -> bytes | None:
+        """Return the question's vector, or None (no embeddings, or the call failed)."""
+        if self.embedder is None or not index.has_vectors:
+            return None
+        try:
+            vector = self.embedder.embed([question], deadline_s=deadline_s, purpose="knowledge")[0]
+        except LLMUnavailable as err:
+            KNOWLEDGE_EMBEDDINGS.labels(outcome="failed").inc()
+            log.warning("knowledge.embedding_failed", error=str(err))
+            return None
+        KNOWLEDGE_EMBEDDINGS.labels(outcome="ok").inc()
+        return vector
+
+    def search(self, question: str, index: KnowledgeIndex, deadline_s: float | None = None) -> Reference:
+        """Return what would be injected for a question, and why each hit was or was not."""
+        budget = self.settings.EMBEDDING_DEADLINE_S
+        if deadline_s is not None:
+            budget = min(budget, deadline_s)
+        vector = self.question_vector(index, question, budget) if budget > 0.05 else None
+        hits = index.search(question, limit=CONSIDERED, question_vector=vector)
+        s = self.settings
+        return build_reference(
+            question, index.version, hits, self.counter,
+            max_tokens=s.KNOWLEDGE_MAX_TOKENS, min_score=s.KNOWLEDGE_MIN_SCORE,
+            min_similarity=s.EMBEDDING_MIN_SIMILARITY, top_k=KNOWLEDGE_TOP_K, embedded=vector is not None,
+        )
+
+    def preview(self, question: str) -> Reference:
+        """Return what a message would get now (the operator's `kb search` and previews)."""
+        return self.search(question, self.index())
+
