@@ -12,10 +12,11 @@ from typing import Any
 import redis
 import structlog
 
-from bot.config import MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
+from bot.config import DEFAULT_PROMPTS_DIR, MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.config.media import HTTP_MARGIN_S
 from bot.conversation.activity import ActivityStep
 from bot.conversation.handover import HandoverStep
+from bot.conversation.knowledge import VERSION_FIELD, KnowledgeStep
 from bot.conversation.limits import LoadShedStep, RateLimitStep
 from bot.conversation.media import MediaSource, MediaStep
 from bot.conversation.pipeline import Pipeline, Step
@@ -30,10 +31,14 @@ from bot.conversation.steps import (
     MemoryStep,
     ModelStep,
     PromptStep,
+    system_with_knowledge,
 )
 from bot.exceptions import ConfigError
 from bot.jobs.queue import JobQueue
+from bot.knowledge.library import Library
+from bot.knowledge.retrieval import Retriever
 from bot.llm.client import LLMClient, make_openai_client
+from bot.llm.embeddings import Embedder
 from bot.llm.prompts import Prompt, load_prompt
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.llm.transcription import Transcriber, make_transcription_client
@@ -45,6 +50,7 @@ from bot.storage.context import NO_BYTE_BOUND, ContextStore
 from bot.storage.entities import EntityStore
 from bot.storage.facts import FactStore
 from bot.storage.handover import HandoverStore
+from bot.storage.knowledge import KnowledgeStore
 from bot.storage.keys import Ttls
 from bot.storage.limits import RateCounter
 from bot.storage.memory_meta import MemoryMetaStore
@@ -68,6 +74,7 @@ class Prompts:
     extraction: Prompt
     entities: Prompt
     task: Prompt
+    knowledge: Prompt  # added to `reply` while the knowledge base holds documents
 
 
 @dataclass
@@ -89,6 +96,9 @@ class Services:
     pipeline: Pipeline
     handover: HandoverStore
     activity: ActivityStore
+    knowledge: KnowledgeStore
+    library: Library
+    retriever: Retriever
 
 
 def build_steps(
@@ -103,6 +113,8 @@ def build_steps(
     media_source: MediaSource | None = None,
     transcriber: Transcriber | None = None,
     activity: ActivityStore | None = None,
+    retriever: Retriever | None = None,
+    knowledge_rules: Prompt | None = None,
 ) -> list[Step]:
     """Return the steps of the message path, in order (bot/conversation/pipeline.py).
 
@@ -110,19 +122,22 @@ def build_steps(
     Without a media source (the CLI's and the workers' services) attachments get the
     polite "couldn't download" reply. Without a handover store (users.handover) nobody can
     take a conversation over; without `activity` nothing is counted for the console.
+    Without a retriever no knowledge base is searched; with one, the claim also reads the
+    knowledge base's version, in its own round trip.
     """
     facts = users.facts if with_memory else None
     jobs = users.jobs if with_memory else None
     return [
-        ClaimStep(users.store, settings),
+        ClaimStep(users.store, settings, also=(VERSION_FIELD,) if retriever is not None else ()),
         CommandStep(settings, users, memory_commands=with_memory),
         RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
         MediaStep(settings, media_source, transcriber, facts, counter),
         *([HandoverStep(settings, users, users.handover)] if users.handover is not None else []),
         EntityMatchStep(matcher if with_memory else None),
         *([TaskStep(settings, llm, task_prompt)] if task_prompt is not None and with_memory else []),
+        KnowledgeStep(retriever),
         MemoryStep(settings, facts, counter),
-        PromptStep(settings, counter, system_prompt),
+        PromptStep(settings, counter, system_prompt, knowledge_rules if retriever is not None else None),
         LoadShedStep(settings.MODEL_CONCURRENCY),
         ModelStep(settings, llm, system_prompt),
         JudgeStep(settings),
@@ -132,12 +147,16 @@ def build_steps(
     ]
 
 
-def check_frame(system_prompt: Prompt, counter: TokenCounter) -> None:
-    """Refuse to start when the system prompt and the framing outgrow the room kept for them."""
-    frame = TOKENS_PER_REPLY + counter.message_cost("system", system_prompt.text) + counter.message_cost("user", "")
+def check_frame(system_prompt: Prompt, counter: TokenCounter, knowledge: Prompt | None = None,
+                unknown_reply: str = "") -> None:
+    """Refuse to start when the system prompt (with the knowledge base's rules and
+    KNOWLEDGE_UNKNOWN_REPLY) and the framing outgrow the room kept for them."""
+    text = system_with_knowledge(system_prompt, knowledge, unknown_reply)
+    frame = TOKENS_PER_REPLY + counter.message_cost("system", text) + counter.message_cost("user", "")
     if frame > PROMPT_FRAME_TOKENS:
+        names = f"{system_prompt.name}.md" + (f" with {knowledge.name}.md and KNOWLEDGE_UNKNOWN_REPLY" if knowledge else "")
         raise ConfigError(
-            f"PROMPTS_DIR: {system_prompt.name}.md takes {frame} tokens with its framing; the prompt "
+            f"PROMPTS_DIR: {names} takes {frame} tokens with its framing; the prompt "
             f"budget keeps {PROMPT_FRAME_TOKENS} for it (MAX_PROMPT_TOKENS minus the memory block "
             "and the message): shorten the prompt"
         )
@@ -240,8 +259,11 @@ def build_services(
         extraction=load_prompt("extract_facts", settings.PROMPTS_DIR),
         entities=load_prompt("extract_entities", settings.PROMPTS_DIR),
         task=load_prompt("extract_task", settings.PROMPTS_DIR),
+        # a PROMPTS_DIR from before the knowledge base has no rules of its own: the shipped ones
+        knowledge=load_prompt("reply_knowledge", settings.PROMPTS_DIR if (settings.PROMPTS_DIR / "reply_knowledge.md")
+                              .is_file() else DEFAULT_PROMPTS_DIR),
     )
-    check_frame(prompts.reply, counter)
+    check_frame(prompts.reply, counter, prompts.knowledge, settings.KNOWLEDGE_UNKNOWN_REPLY)
     entities = EntityStore(client, entity_key, ttl_seconds=ttls.facts)
     activity = ActivityStore(client, keep_days=settings.ACTIVITY_KEEP_DAYS)
     usage = UsageStore(client, ttl_seconds=ttls.facts, activity=activity)
@@ -252,9 +274,13 @@ def build_services(
     transcriber = make_transcriber(settings) if settings.VOICE and media_source is not None else None
     if media_source is not None:
         warn_media_room(settings)
+    knowledge = KnowledgeStore(client)
+    embedder = Embedder(llm.client, settings.EMBEDDING_MODEL) if settings.EMBEDDING_MODEL else None
+    library = Library(knowledge, counter, settings, embedder)
+    retriever = Retriever(knowledge, counter, settings, embedder)
     steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher,
                         task_prompt=prompts.task, media_source=media_source, transcriber=transcriber,
-                        activity=activity)
+                        activity=activity, retriever=retriever, knowledge_rules=prompts.knowledge)
     pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
     return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline,
-                    handover, activity)
+                    handover, activity, knowledge, library, retriever)

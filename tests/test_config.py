@@ -94,6 +94,9 @@ def test_a_system_prompt_too_big_for_its_frame_stops_startup(tmp_path, make_sett
     for name in ("summary", "extract_facts", "extract_entities", "extract_task"):
         shutil.copy(DEFAULT_PROMPTS_DIR / f"{name}.md", tmp_path)
     (tmp_path / "reply_system.md").write_text("---\nversion: 9\n---\n" + "Be helpful and brief. " * 60)
-    with pytest.raises(ConfigError, match="reply_system.md takes"):
+    with pytest.raises(ConfigError, match="reply_system.md .*takes"):
         build_services(make_settings(PROMPTS_DIR=tmp_path))
     build_services(make_settings())  # the shipped prompt fits
+    # the knowledge base's rules carry KNOWLEDGE_UNKNOWN_REPLY: a long one must fit too
+    with pytest.raises(ConfigError, match="KNOWLEDGE_UNKNOWN_REPLY takes"):
+        build_services(make_settings(KNOWLEDGE_UNKNOWN_REPLY="Sorry, I do not know that. " * 10))

@@ -1,7 +1,7 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> command -> rate-limit -> media -> handover -> entities -> task -> memory -> prompt
-    -> load-shed -> model -> judge -> commit -> activity -> hand-off
+    claim -> command -> rate-limit -> media -> handover -> entities -> task -> knowledge
+    -> memory -> prompt -> load-shed -> model -> judge -> commit -> activity -> hand-off
 
 Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
 reply (a command, a message with no text, a handover, the judge) makes the answering steps
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from bot.conversation import filtering
 from bot.conversation.messages import InboundMessage, Outcome
@@ -31,6 +31,7 @@ from bot.storage.records import Pair
 
 if TYPE_CHECKING:  # the task step's module imports Turn from here
     from bot.conversation.task import ExtractedTask
+    from bot.knowledge.reference import Reference
     from bot.llm.transcription import Transcript
     from bot.media.images import PreparedImage
 
@@ -43,6 +44,7 @@ class Turn:
     deadline: float = float("inf")  # time.monotonic() by which the reply must be ready
     claim: Claim | None = None  # None: Redis was unreachable, so answer without memory, store nothing
     context: Context = field(default_factory=Context)
+    read_along: dict[tuple[str, str], Any] = field(default_factory=dict)  # hash fields read with the claim
     text: str | None = None  # what enters the prompt (a voice note's transcript, a photo's caption)
     stored_text: str | None = None  # the pair's user side when it differs: "🎤 transcript", "[Photo] caption"
     image: PreparedImage | None = None  # a photo for the reply call
@@ -53,6 +55,8 @@ class Turn:
     entities: dict[str, Entity] = field(default_factory=dict)  # the user's entities, by key
     task: ExtractedTask | None = None  # the resolved task (task extraction); None: full context
     task_completion: Completion | None = None  # the task call, for usage accounting
+    reference: Reference | None = None  # the knowledge base's chunks for this message (never stored)
+    knowledge_rules: bool = False  # the knowledge base holds documents: the prompt says how to use them
     prompt_tokens_saved: int = 0  # left out of the reply prompt because the task did not need it
     memory_block: str = ""
     prompt: BuiltPrompt | None = None

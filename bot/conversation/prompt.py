@@ -10,6 +10,8 @@ from bot.memory.fence import SUMMARY_HEADER, fenced, inert
 from bot.storage.context import Context
 from bot.storage.records import Pair
 
+from bot.knowledge.reference import Reference, shrink
+
 if TYPE_CHECKING:
     from bot.media.images import PreparedImage
 
@@ -40,6 +42,7 @@ class BuiltPrompt:
     pairs_dropped: int
     summary_truncated: bool
     user_truncated: bool
+    reference: Reference | None = None  # as it went in (shrunk when the room ran short)
 
 
 def _pair_messages(pairs: list[Pair]) -> list[dict[str, str]]:
@@ -61,6 +64,7 @@ def build_prompt(
     memory_block: str = "",
     resolved_task: str = "",
     image: PreparedImage | None = None,
+    reference: Reference | None = None,
 ) -> BuiltPrompt:
     """Return system prompt, memory, summary, recent pairs and the message, within max_tokens.
 
@@ -70,7 +74,10 @@ def build_prompt(
     With max_tokens None (the full-history baseline) nothing is dropped. A resolved task
     (task extraction) goes in a short system line right before the user's own words. A
     photo goes in the user's message as an image part after the text; its tokens (sized to
-    fit by the media step) are kept whole, like the memory block.
+    fit by the media step) are kept whole, like the memory block. The knowledge base's
+    reference block (already within KNOWLEDGE_MAX_TOKENS) goes after the recent pairs, right
+    before the message: pairs and summary give way to it, and it gives way (re-picked
+    within the room left) before the message is cut.
     """
     task_line = f"{RESOLVED_PREFIX} {inert(resolved_task)}" if resolved_task else ""
     user_truncated = False
@@ -91,6 +98,8 @@ def build_prompt(
         fixed += cost(memory_block)
     if task_line:
         fixed += cost(task_line)
+    reference_cost = reference.tokens if reference is not None else 0
+    fixed += reference_cost
     summary_cost = cost(render_summary(summary)) if summary else 0
     pair_costs = [cost(p.user, "user") + cost(p.assistant, "assistant") for p in pairs]
     total = fixed + summary_cost + sum(pair_costs)
@@ -110,6 +119,14 @@ def build_prompt(
             total = fixed + summary_cost
             if total > max_tokens:  # token boundaries can shift by one or two on re-encoding
                 summary, total = "", fixed
+        if total > max_tokens and reference is not None:
+            # Advisory text gives way before the user's own words.
+            fixed -= reference_cost
+            reference = shrink(reference, counter, max_tokens - fixed - 2)
+            reference = reference if reference.hit else None
+            reference_cost = reference.tokens if reference is not None else 0
+            fixed += reference_cost
+            total = fixed + summary_cost
         if total > max_tokens:
             # Only the system prompt and the message are left: cut the message to fit.
             room = max_tokens - (fixed - cost(user_text, "user")) - cost("", "user") - 2
@@ -122,6 +139,8 @@ def build_prompt(
     if summary:
         messages.append({"role": "system", "content": render_summary(summary)})
     messages += _pair_messages(pairs)
+    if reference is not None:
+        messages.append({"role": "system", "content": reference.block})
     if task_line:
         messages.append({"role": "system", "content": task_line})
     if image is not None:
@@ -130,4 +149,4 @@ def build_prompt(
         messages.append({"role": "user", "content": user_text})
     recount = user_truncated or summary_truncated
     tokens = counter.count_messages(messages) + image_tokens if recount else total
-    return BuiltPrompt(messages, tokens, len(pairs), dropped, summary_truncated, user_truncated)
+    return BuiltPrompt(messages, tokens, len(pairs), dropped, summary_truncated, user_truncated, reference)

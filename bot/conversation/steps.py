@@ -43,8 +43,15 @@ class ClaimStep:
     name = "claim"
     records = False
 
-    def __init__(self, store: ContextStore, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        store: ContextStore,
+        settings: Settings,
+        sleep: Callable[[float], None] = time.sleep,
+        also: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.store = store
+        self.also = also  # hash fields later steps need, read in the claim's round trip
         self.wait_s = settings.DEDUP_WAIT_S
         self.redis_worst_s = settings.redis_worst_s
         self.sleep = sleep
@@ -71,14 +78,15 @@ class ClaimStep:
             turn.stopped = True
         else:
             turn.claim, turn.context = claim, claim.context
+            turn.read_along = dict(zip(self.also, claim.also))
 
     def _claim(self, user: str, sid: str, wait_s: float) -> Claim:
         """Claim the MessageSid, waiting up to wait_s if a first attempt is in flight."""
         deadline = time.monotonic() + wait_s
-        claim = self.store.claim(user, sid)
+        claim = self.store.claim(user, sid, also=self.also)
         while claim.status == "inflight" and time.monotonic() < deadline:
             self.sleep(INFLIGHT_POLL_S)
-            claim = self.store.claim(user, sid)
+            claim = self.store.claim(user, sid, also=self.also)
         return claim
 
 
@@ -134,19 +142,26 @@ class PromptStep:
     name = "prompt"
     records = False
 
-    def __init__(self, settings: Settings, counter: TokenCounter, system_prompt: Prompt) -> None:
+    def __init__(
+        self, settings: Settings, counter: TokenCounter, system_prompt: Prompt, knowledge_rules: Prompt | None = None
+    ) -> None:
         self.settings = settings
         self.counter = counter
         self.system_prompt = system_prompt
         self.full_history = settings.CONTEXT_STRATEGY == "full_history"
+        # While the knowledge base holds documents: how to use the reference, and what to say
+        # when it does not cover a question about the business.
+        self.with_rules = system_with_knowledge(system_prompt, knowledge_rules, settings.KNOWLEDGE_UNKNOWN_REPLY)
 
     def __call__(self, turn: Turn) -> None:
         assert turn.text is not None
         unbounded = self.full_history and turn.claim is not None  # the baseline keeps everything
 
+        system = self.with_rules if turn.knowledge_rules else self.system_prompt.text
+
         def build(context: Context) -> BuiltPrompt:
             return build_prompt(
-                self.system_prompt.text,
+                system,
                 context,
                 turn.text or "",
                 self.counter,
@@ -155,6 +170,7 @@ class PromptStep:
                 memory_block=turn.memory_block,
                 resolved_task=resolved(turn),
                 image=turn.image,
+                reference=turn.reference,
             )
 
         prompt = build(turn.context)
@@ -277,6 +293,13 @@ class CommitStep:
             log.info("pair.discarded", reason="reset_or_takeover")
         if result.dropped:
             log.warning("summary.pending_dropped", dropped=result.dropped)
+
+
+def system_with_knowledge(system_prompt: Prompt, rules: Prompt | None, unknown_reply: str) -> str:
+    """Return the system prompt with the knowledge base's rules after it (as is without rules)."""
+    if rules is None:
+        return system_prompt.text
+    return f"{system_prompt.text}\n\n{rules.text.replace('{unknown_reply}', unknown_reply)}"
 
 
 def resolved(turn: Turn) -> str:

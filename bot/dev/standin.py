@@ -4,10 +4,11 @@ Tests, benchmarks and `make run` without an API key talk to it over real HTTP th
 real openai client. It is deterministic: with nothing scripted it answers from the last
 user message, and a fact extraction request with the facts of the user's plain first-person
 statements (bot/dev/standin_facts.py), and pass 2 with the named things in those facts
-(bot/dev/standin_entities.py); a test can queue exact answers (an empty fact list
-included), errors and delays, and read back what was asked. Never for production: it refuses to start with APP_ENV=production.
+(bot/dev/standin_entities.py); a test can queue exact answers, errors and delays, and read
+back what was asked. Never for production: it refuses to start with APP_ENV=production.
 A photo is answered from its size and format (bot/dev/standin_images.py), a voice note
-(POST /v1/audio/transcriptions) by real speech recognition (bot/dev/standin_audio.py).
+(POST /v1/audio/transcriptions) by real speech recognition (bot/dev/standin_audio.py), a
+REFERENCE block by quoting it, and POST /v1/embeddings (bot/dev/standin_knowledge.py).
 
     python -m bot.dev.standin --port 8089 [--latency-ms 300] [--reply-chars 400]
 
@@ -41,6 +42,7 @@ from bot.dev.standin_entities import ENTITY_SCHEMA_NAME, extract_request_entitie
 from bot.dev.standin_facts import extract_request_facts
 from bot.dev.standin_images import InvalidImage, SeenImage, message_images, text_parts
 from bot.dev.standin_tasks import TASK_SCHEMA_NAME, extract_request_task
+from bot.dev.standin_knowledge import embeddings, reference_reply
 from bot.llm.tokens import TokenCounter
 from bot.observability.logs import configure_logging
 
@@ -145,8 +147,7 @@ class StandinModel:
     @property
     def url(self) -> str:
         """Return the base URL to give the openai client (ends in /v1)."""
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return "http://{}:{}/v1".format(*self.server.server_address[:2])
 
     def start(self) -> "StandinModel":
         """Serve in a background thread."""
@@ -245,7 +246,8 @@ class StandinModel:
         content = step.content
         if content is None:
             last_images = next((seen for m, seen in zip(messages[::-1], images[::-1]) if m.get("role") == "user"), [])
-            content = self.canned_json(body) if _wants_json(body) else self.canned_reply(last_user, last_images)
+            content = self.canned_json(body) if _wants_json(body) else (
+                reference_reply(messages, CANNED_NOTICE) or self.canned_reply(last_user, last_images))
         prompt_tokens = sum(  # the cookbook's count: framing, role and text per message, and images
             self._counter.message_cost(str(m.get("role", "")), "".join(text_parts(m.get("content"))))
             + sum(image.tokens() for image in seen) for m, seen in zip(messages, images)
@@ -304,7 +306,7 @@ class StandinModel:
             disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
-                return
+                pass
 
             def _send(self, status: int, payload: Any) -> None:
                 retry_after = payload.pop("retry_after", None) if isinstance(payload, dict) else None
@@ -325,8 +327,7 @@ class StandinModel:
                 self.wfile.write(data)
 
             def _body(self) -> bytes:
-                length = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(length) if length else b""
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.rstrip("/") == "/v1/models":
@@ -356,6 +357,8 @@ class StandinModel:
                     return
                 if self.path.rstrip("/") == "/v1/chat/completions":
                     self._send_later(*model.answer(body))
+                elif self.path.rstrip("/") == "/v1/embeddings":
+                    self._send_later(*embeddings(body), model.latency_s)
                 elif self.path == "/_standin/script":
                     model.script(*body.get("steps", []))
                     self._send(200, {"queued": len(body.get("steps", []))})
@@ -375,10 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8089)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--reply-chars", type=int, default=240)
-    parser.add_argument(
-        "--record", choices=["full", "usage", "none"], default="full",
-        help="keep whole request bodies, only token figures (benchmarks), or nothing",
-    )
+    parser.add_argument("--record", choices=["full", "usage", "none"], default="full",
+                        help="keep whole request bodies, only token figures (benchmarks), or nothing")
     args = parser.parse_args(argv)
     configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
     if os.environ.get("APP_ENV") == "production":

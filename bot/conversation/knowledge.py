@@ -1,0 +1,74 @@
+"""The knowledge step: the business's documents that answer this message (issue 21).
+
+Runs after `task` and before `memory`. The question is the message, or the resolved task
+when task extraction is on ("and on Sundays?" after a question about opening hours asks
+about Sunday's hours). The knowledge base's version arrives with the claim, so a message
+costs no Redis round trip while it stands; when it moves on, this process rebuilds its
+index first. The picked chunks go into the prompt's REFERENCE (advisory) block and nowhere
+else: never into the stored pair, the summary, fact extraction or an export.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
+from bot.conversation.pipeline import Turn
+from bot.exceptions import StoreUnavailable
+from bot.knowledge.index import KnowledgeIndex
+from bot.knowledge.retrieval import Retriever
+from bot.observability.metrics import KNOWLEDGE_RETRIEVALS
+from bot.storage.keys import KB_META_KEY
+from bot.storage.scripts import UNREAD
+
+log = structlog.get_logger(__name__)
+
+#: The hash field the claim reads for this step, in its own round trip.
+VERSION_FIELD = (KB_META_KEY, "version")
+
+
+class KnowledgeStep:
+    """Find the chunks of the knowledge base that answer the message, for the prompt."""
+
+    name = "knowledge"
+    records = False
+
+    def __init__(self, retriever: Retriever | None) -> None:
+        self.retriever = retriever
+
+    def __call__(self, turn: Turn) -> None:
+        if self.retriever is None or turn.text is None:
+            return
+        index = self._index(turn)
+        if index is None:
+            KNOWLEDGE_RETRIEVALS.labels(outcome="unavailable").inc()
+            return
+        if not len(index):
+            KNOWLEDGE_RETRIEVALS.labels(outcome="empty").inc()
+            return
+        turn.knowledge_rules = True
+        query = turn.task.task if turn.task is not None else turn.text
+        reference = self.retriever.search(query, index, deadline_s=turn.remaining() - MIN_MODEL_AFTER_MEDIA_S)
+        KNOWLEDGE_RETRIEVALS.labels(outcome="hit" if reference.hit else "miss").inc()
+        log.info(
+            "knowledge.retrieved",
+            version=index.version,
+            injected=[f"{p.hit.chunk.id}:{p.hit.score:.2f}" + ("~" if p.cut else "") for p in reference.picked],
+            best=[f"{c.hit.chunk.id}:{c.hit.score:.2f}" for c in reference.considered[:3]],
+            embedded=reference.embedded,
+            tokens=reference.tokens,
+        )
+        if reference.hit:
+            turn.reference = reference
+
+    def _index(self, turn: Turn) -> KnowledgeIndex | None:
+        """Return the index at the version the claim read; the one held when Redis failed."""
+        assert self.retriever is not None
+        if turn.claim is None:  # Redis was unreachable: answer from the index this process has
+            return self.retriever.current
+        version = turn.read_along.get(VERSION_FIELD, UNREAD)
+        try:
+            return self.retriever.index(None if version is UNREAD else (version or "0"))
+        except StoreUnavailable as err:
+            log.warning("store.unavailable", stage="knowledge", error=str(err))
+            return self.retriever.current

@@ -1,0 +1,68 @@
+"""The stand-in model's knowledge-base parts: /v1/embeddings, and replies from a REFERENCE block.
+
+Embeddings are hashed bags of word stems (256 dimensions, L2-normalized): deterministic,
+offline, and close for texts that share words, which is all a stand-in needs to exercise
+the fusion of rankings. A reply prompt that carries a REFERENCE (advisory) block is
+answered by quoting its first passage, so `make run` shows which chunk an answer came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import unicodedata
+from typing import Any
+
+from bot.memory.fence import REFERENCE_HEADER
+
+DIMENSIONS = 256
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _stems(text: str) -> list[str]:
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(c for c in folded if not unicodedata.combining(c))
+    return [w[:5] for w in _WORD.findall(plain) if len(w) > 2]
+
+
+def embed(text: str) -> list[float]:
+    """Return the stand-in's vector for a text."""
+    vector = [0.0] * DIMENSIONS
+    for stem in _stems(text):
+        digest = hashlib.blake2b(stem.encode(), digest_size=4).digest()
+        vector[int.from_bytes(digest[:2], "big") % DIMENSIONS] += 1.0 if digest[2] % 2 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [round(v / norm, 6) for v in vector]
+
+
+def embeddings(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """Answer POST /v1/embeddings as OpenAI does (a string or a list of strings)."""
+    texts = body.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        return 400, {"error": {"message": "input must be a string or a list of strings", "type": "invalid_request_error"}}
+    data = [{"object": "embedding", "index": i, "embedding": embed(t)} for i, t in enumerate(texts)]
+    tokens = sum(len(t.split()) for t in texts)
+    return 200, {"object": "list", "data": data, "model": body.get("model") or "standin-embedding",
+                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+def reference_reply(messages: list[dict[str, Any]], notice: str) -> str | None:
+    """Return a reply quoting the first passage of the prompt's REFERENCE block, if any."""
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "system" or not isinstance(content, str) or not content.startswith(REFERENCE_HEADER):
+            continue
+        for line in content.splitlines():
+            if line.startswith('"'):
+                try:
+                    passage = json.loads(line)
+                except ValueError:
+                    continue
+                source, _, body = passage.partition("\n")
+                first = " ".join(body.split())[:220]
+                return f"{notice} From the reference ({source}): {first}"
+    return None
