@@ -18,7 +18,7 @@ from bot.channels.twilio.sender import make_message_sender
 from bot.config import Settings, load_settings
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.observability.logs import configure_logging
-from bot.ops import admin, health
+from bot.ops import admin, admin_knowledge, health
 from bot.ops.console import init_console
 from bot.services import Services, build_services
 from bot.users.memory import OperationError, load_org_file
@@ -50,6 +50,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(twilio_routes.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(admin.bp)
+    app.register_blueprint(admin_knowledge.bp)
     # A person's replies during a handover go out through it (None without TWILIO_ACCOUNT_SID).
     app.extensions["bot.sender"] = make_message_sender(settings)
     init_console(app, services, settings)

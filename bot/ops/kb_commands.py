@@ -1,0 +1,155 @@
+"""`python -m bot kb`: the knowledge base's documents (add, list, show, remove) and a search
+that shows what a message would get."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from bot.knowledge.library import KnowledgeError
+from bot.knowledge.reference import Reference
+from bot.services import Services
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def cmd_kb(services: Services, args: argparse.Namespace) -> int:
+    """Run one `kb` action; a refused document exits 2 with the reason."""
+    try:
+        return int(ACTIONS[args.action](services, args))
+    except KnowledgeError as err:
+        print(err)
+        return 2
+
+
+def kb_add(services: Services, args: argparse.Namespace) -> int:
+    """Add files or folders; each line says added, replaced or unchanged."""
+    results = services.library.add_paths([Path(p) for p in args.paths], title=args.title, language=args.language)
+    if args.json:
+        print(json.dumps([r.to_public() for r in results], indent=2, ensure_ascii=False))
+        return 0
+    for result in results:
+        doc = result.doc
+        print(f"{result.status:9} {doc.id}  {doc.title!r}  {doc.kind}, {doc.chunks} chunk(s), {doc.bytes:,} bytes"
+              + (f", {doc.language}" if doc.language else ""))
+    if not results:
+        print("no readable files (.md, .txt, .html, .pdf) found")
+    return 0
+
+
+def kb_list(services: Services, args: argparse.Namespace) -> int:
+    """List the documents, with the version and totals."""
+    docs = services.library.documents()
+    totals = services.knowledge.totals()
+    if args.json:
+        print(json.dumps({**totals, "documents": [d.to_public() for d in docs]}, indent=2, ensure_ascii=False))
+        return 0
+    print(f"knowledge base: version {totals['version']}, {len(docs)} document(s), {totals['chunks']:,} chunk(s), "
+          f"{totals['bytes']:,} bytes")
+    for doc in docs:
+        print(f"  {doc.id:24} {doc.title[:40]!r:44} {doc.kind:8} {doc.chunks:5} chunks  {doc.language or '-':3} "
+              f"updated {_when(doc.updated_at)}  ({doc.source or 'uploaded'})")
+    return 0
+
+
+def kb_show(services: Services, args: argparse.Namespace) -> int:
+    """Show one document and its chunks, as they are indexed."""
+    doc, chunks = services.library.document(args.doc_id)
+    if args.json:
+        print(json.dumps({**doc.to_public(), "chunk_texts": [{"id": c.id, "tokens": c.tokens, "text": c.text}
+                                                             for c in chunks]}, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{doc.id}: {doc.title!r} ({doc.kind}, {doc.language or 'no language'}) from {doc.source or 'an upload'}")
+    print(f"sha256 {doc.sha256[:16]}…, {doc.chunks} chunk(s), {doc.bytes:,} bytes, updated {_when(doc.updated_at)}"
+          + (f", embedded with {doc.embedding_model}" if doc.embedding_model else ""))
+    for chunk in chunks:
+        print(f"\n--- {chunk.id} ({chunk.tokens} tokens)")
+        print(chunk.text)
+    return 0
+
+
+def kb_remove(services: Services, args: argparse.Namespace) -> int:
+    """Remove one document."""
+    if not services.library.remove(args.doc_id):
+        print(f"no document {args.doc_id!r} (see `kb list`)")
+        return 1
+    print(f"removed {args.doc_id}; every web process drops it at its next message")
+    return 0
+
+
+def kb_search(services: Services, args: argparse.Namespace) -> int:
+    """Show what a message would get: the chunks injected, and every hit considered, with scores."""
+    reference = services.retriever.preview(args.question)
+    if args.json:
+        print(json.dumps(reference.to_public(), indent=2, ensure_ascii=False))
+        return 0
+    print_reference(reference)
+    return 0
+
+
+def print_reference(reference: Reference) -> None:
+    """Print a retrieval: what is injected, then why each hit was or was not."""
+    report = reference.to_public()
+    mode = "BM25 + embeddings" if reference.embedded else "BM25"
+    if not reference.picked:
+        print(f"nothing injected (version {reference.version}, {mode}): no chunk reaches KNOWLEDGE_MIN_SCORE")
+    else:
+        print(f"injected ({reference.tokens} tokens, version {reference.version}, {mode}):")
+        for item in report["injected"]:
+            print(f"  {item['chunk']} ({item['tokens']} tokens{', cut at a sentence' if item['cut'] else ''})")
+            for line in item["text"].splitlines():
+                print(f"    {line}")
+    if report["considered"]:
+        print("considered:")
+    for item in report["considered"]:
+        vector = f", cosine {item['similarity']}" if item["similarity"] is not None else ""
+        print(f"  {item['chunk']:28} score {item['score']:<6} bm25 rank {item['bm25_rank'] or '-'}{vector}  "
+              f"-> {item['reason']}")
+
+
+ACTIONS: dict[str, Callable[[Services, argparse.Namespace], int]] = {
+    "add": kb_add, "list": kb_list, "show": kb_show, "remove": kb_remove, "search": kb_search,
+}
+
+
+def add_parsers(sub: Any, e164: Callable[[str], str]) -> None:
+    """Add the kb command to the CLI's subparsers."""
+    del e164  # the knowledge base belongs to the business, not to a user
+    kb = sub.add_parser("kb", help="the knowledge base: the business's documents the bot answers from")
+    actions = kb.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", help="add or replace documents (.md, .txt, .html, .pdf, or folders of them)")
+    add.add_argument("paths", nargs="+", help="files or folders")
+    add.add_argument("--title", help="the document's title (one file only); default: its own, else the file name")
+    add.add_argument("--language", help="for stemming: en, pt, es, fr, de… (default: KNOWLEDGE_LANGUAGE)")
+    add.add_argument("--json", action="store_true", help="print JSON")
+    listing = actions.add_parser("list", help="list the documents")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    show = actions.add_parser("show", help="show one document and its chunks")
+    show.add_argument("doc_id")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    remove = actions.add_parser("remove", help="remove one document")
+    remove.add_argument("doc_id")
+    search = actions.add_parser("search", help="what a message would get, with scores")
+    search.add_argument("question")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    kb.set_defaults(func=cmd_kb)
+
+
+def cmd_eval_knowledge(services: Services, args: argparse.Namespace) -> int:
+    """`eval knowledge`: retrieval on the labelled set, on a private Redis; exit 1 below target."""
+    try:
+        from bot.dev.knowledge_evaluation import print_knowledge_report, run_knowledge_eval
+    except ImportError as err:  # the development extra
+        print(f"eval needs the development tools ({err.name} is missing): pip install -e '.[dev]'")
+        return 2
+    report = run_knowledge_eval(services, Path(args.data) if args.data else None)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print_knowledge_report(report)
+    return 0 if report["targets_met"] else 1
