@@ -22,8 +22,9 @@ DEFAULT_UNKNOWN_REPLY = "I'm sorry, I don't have that information. Could you ask
 class KnowledgeSettings(BaseModel):
     """KNOWLEDGE_* and EMBEDDING_* settings; each is documented in .env.example and README."""
 
-    # The knowledge base's language, for stemming and stopwords (en, pt, es, fr, de...);
-    # a document's own --language wins. Unset: no stemming (words must match as written).
+    # The knowledge base's language, for stemming and stopwords (en, pt, es, fr, de...), or
+    # several ("en,pt"); a document's own --language wins. Unset: no stemming (words must
+    # match as written).
     KNOWLEDGE_LANGUAGE: str | None = None
     # The reference block's share of MAX_PROMPT_TOKENS: the best chunks in order, the last
     # one cut at a sentence. The summary and the oldest pairs give way to it, and it gives
@@ -58,6 +59,10 @@ class KnowledgeSettings(BaseModel):
     @field_validator("KNOWLEDGE_LANGUAGE")
     @classmethod
     def _language(cls, value: str | None) -> str | None:
-        if value is not None and value.strip().lower() not in LANGUAGES:
-            raise ValueError(f"KNOWLEDGE_LANGUAGE must be one of {', '.join(sorted(LANGUAGES))}")
-        return value.strip().lower() if value else None
+        if value is None:
+            return None
+        codes = [code.strip().lower() for code in value.split(",") if code.strip()]
+        if not codes or any(code not in LANGUAGES for code in codes):
+            raise ValueError(f"KNOWLEDGE_LANGUAGE must be one of {', '.join(sorted(LANGUAGES))}, or several "
+                             "joined by commas")
+        return ",".join(codes)

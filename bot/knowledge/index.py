@@ -46,6 +46,8 @@ FUSION_DEPTH = 20
 #: 1.5 with KNOWLEDGE_MIN_SCORE 0.40 was the best balance on `eval knowledge` (recall@3
 #: 94.7 %, false injections 4.2 %; 1.0 with 0.45 gave 96.5 % and 8.3 %).
 UNKNOWN_WEIGHT = 1.5
+#: How many times a chunk's path line counts (BM25F's field weight, in its simplest form).
+HEADING_WEIGHT = 2
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOPWORDS = {
     "en": "STOPWORDS_EN_PLUS", "pt": "STOPWORDS_PORTUGUESE", "es": "STOPWORDS_SPANISH", "fr": "STOPWORDS_FRENCH",
@@ -54,17 +56,32 @@ _STOPWORDS = {
 }
 
 
+def _path_line(text: str) -> str:
+    return text.split("\n", 1)[0] if HEADING_WEIGHT > 1 else ""
+
+
 def unaccented(word: str) -> str:
     """Return the word without its accents ("horário" -> "horario")."""
     decomposed = unicodedata.normalize("NFKD", word)
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
+#: Question words bm25s's lists lack: how a question is asked, never what it is about
+#: ("quanto custa um croissant?" is about the croissant).
+_QUESTION_WORDS = {
+    "en": ("much", "many", "could", "please", "pls", "u"),
+    "pt": ("quanto", "quanta", "quantos", "quantas", "onde", "quais", "porque", "posso", "pode", "podem", "têm",
+           "vocês", "vcs"),
+    "es": ("cuánto", "cuánta", "cuántos", "cuántas", "cuándo", "dónde", "cuál", "cuáles", "cómo", "puedo",
+           "pueden", "ustedes"),
+}
+
+
 @lru_cache(maxsize=None)
 def stopwords(language: str | None) -> frozenset[str]:
     """Return a language's stopwords, with and without accents (none without a language)."""
     name = _STOPWORDS.get(language or "")
-    words = getattr(bm25s_stopwords, name, ()) if name else ()
+    words = (*getattr(bm25s_stopwords, name, ()), *_QUESTION_WORDS.get(language or "", ())) if name else ()
     return frozenset(w for word in words for w in (word.lower(), unaccented(word.lower())))
 
 
@@ -126,19 +143,22 @@ class KnowledgeIndex:
         self.default_language = default_language
         groups: dict[str | None, list[int]] = {}
         for position, chunk in enumerate(self.chunks):
-            groups.setdefault(self._language_of(chunk), []).append(position)
+            for language in self._languages_of(chunk):  # a document in several languages is in each
+                groups.setdefault(language, []).append(position)
         self.languages = {lang: self._build(lang, positions) for lang, positions in groups.items()}
 
         self.vectors = self._vectors()
         self.build_s = time.perf_counter() - started
 
-    def _language_of(self, chunk: StoredChunk) -> str | None:
-        language = chunk.language or self.default_language
-        return language if language in LANGUAGES else None
+    def _languages_of(self, chunk: StoredChunk) -> list[str | None]:
+        """Return the languages a chunk is indexed in: its document's, else the default."""
+        codes = [c for c in (chunk.language or self.default_language or "").split(",") if c in LANGUAGES]
+        return list(codes) or [None]
 
     def _build(self, language: str | None, positions: list[int]) -> _Language:
         tokenizer = Tokenizer(language)
-        corpus = [tokenizer(self.chunks[p].text) or [""] for p in positions]
+        # The path line ("Doc › Heading") counts twice: a heading says what its text is about.
+        corpus = [tokenizer(f"{_path_line(self.chunks[p].text)}\n{self.chunks[p].text}") or [""] for p in positions]
         bm25 = bm25s.BM25(k1=K1, b=B, method="lucene")
         bm25.index(corpus, show_progress=False)
         df = Counter(token for tokens in corpus for token in set(tokens))
@@ -191,7 +211,10 @@ class KnowledgeIndex:
                 covered += (scores > 0) * weight
             ideal = total / (1 + K1)
             for local in np.flatnonzero(raw > 0):
-                found[lang.positions[int(local)]] = (float(covered[local] / total), float(raw[local] / ideal))
+                position = lang.positions[int(local)]
+                scored = (float(covered[local] / total), float(raw[local] / ideal))
+                if position not in found or scored[1] > found[position][1]:  # its best language
+                    found[position] = scored
         return found
 
     def search(self, question: str, limit: int = 10, question_vector: bytes | None = None) -> list[Hit]:

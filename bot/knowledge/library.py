@@ -63,13 +63,16 @@ def title_from(filename: str) -> str:
 
 
 def check_language(language: str | None) -> str | None:
-    """Return a document's language code, or raise KnowledgeError for one we cannot stem."""
+    """Return a document's language code, or codes ("en,pt,es" for a price list that names
+    each product in three languages), or raise KnowledgeError for one we cannot stem."""
     if language is None or not language.strip():
         return None
-    code = language.strip().lower()
-    if code not in LANGUAGES:
-        raise KnowledgeError(f"language {language!r}: use one of {', '.join(sorted(LANGUAGES))}")
-    return code
+    codes = list(dict.fromkeys(code.strip().lower() for code in language.split(",") if code.strip()))
+    unknown = [code for code in codes if code not in LANGUAGES]
+    if unknown or not codes:
+        raise KnowledgeError(f"language {language!r}: use one of {', '.join(sorted(LANGUAGES))}, "
+                             "or several joined by commas (en,pt,es)")
+    return ",".join(codes)
 
 
 class Library:
