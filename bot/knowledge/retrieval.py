@@ -69,7 +69,7 @@ class Retriever:
             self._index = index
             elapsed = time.perf_counter() - started
         KNOWLEDGE_INDEX_BUILD_SECONDS.observe(elapsed)
-        KNOWLEDGE_INDEX_VERSION.set(int(index.version) if index.version.isdigit() else 0)
+        KNOWLEDGE_INDEX_VERSION.labels(index="knowledge").set(int(index.version) if index.version.isdigit() else 0)
         log.info("knowledge.index_built", version=index.version, chunks=len(index),
                  vectors=index.has_vectors, ms=round(elapsed * 1000, 1))
         return index

@@ -79,8 +79,10 @@ KNOWLEDGE_EMBEDDINGS = Counter(
 )
 KNOWLEDGE_INDEX_VERSION = Gauge(
     "bot_knowledge_index_version",
-    "The knowledge-base version this process's index was built from (one sample per process).",
-    multiprocess_mode="all",
+    "The knowledge-base version this process's index was built from (one sample per live process that "
+    "built one: the web workers).",
+    ["index"],  # a labelled gauge has no sample until set, so RQ workers report none
+    multiprocess_mode="liveall",
 )
 KNOWLEDGE_INDEX_BUILD_SECONDS = Histogram(
     "bot_knowledge_index_build_seconds",

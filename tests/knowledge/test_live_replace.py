@@ -43,7 +43,7 @@ def index_versions(base: str) -> dict[str, str]:
     """Return each worker process's index version, from /metrics (one sample per pid)."""
     with urlopen(f"{base}/metrics", timeout=5) as response:
         text = response.read().decode()
-    return dict(re.findall(r'bot_knowledge_index_version\{pid="(\d+)"\} ([\d.]+)', text))
+    return dict(re.findall(r'bot_knowledge_index_version\{index="knowledge",pid="(\d+)"\} ([\d.]+)', text))
 
 
 @pytest.fixture
