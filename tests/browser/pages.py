@@ -172,3 +172,59 @@ class UserPage(Console):
     def conversation_message(self, text: str) -> Any:
         """The message of the stored conversation holding `text` (user, bot or person)."""
         return self.section("Conversation").get_by_role("listitem").filter(has_text=text)
+
+
+class KnowledgePage(Console):
+    """/console/knowledge: the documents, adding one (an upload), trying a search, removing one."""
+
+    def open(self, question: str | None = None) -> "KnowledgePage":
+        self.page.goto(f"{self.base}/console/knowledge" + (f"?{urlencode({'q': question})}" if question else ""))
+        return self
+
+    def section(self, name: str | re.Pattern[str]) -> Any:
+        """The card whose heading is `name` ("Documents", "Add a document", "Try a search", …)."""
+        heading = self.page.get_by_role("heading", name=name, exact=True) if isinstance(name, str) \
+            else self.page.get_by_role("heading", name=name)
+        return self.page.locator("section.card").filter(has=heading)
+
+    def document_row(self, title: str) -> Any:
+        """The documents table's row of the document called `title`."""
+        return self.section(re.compile(r"^Documents")).get_by_role("row").filter(
+            has=self.page.get_by_role("link", name=title, exact=True))
+
+    def add(self, path: Path, title: str = "", language: str = "") -> None:
+        """Choose a file and add it, with a title and a language when given."""
+        form = self.section("Add a document")
+        form.get_by_label("File", exact=True).set_input_files(str(path))
+        form.get_by_label(re.compile(r"^Title")).fill(title)
+        if language:
+            form.get_by_label("Language").select_option(language)
+        form.get_by_role("button", name="Add document").click()
+
+    def search(self, question: str) -> None:
+        form = self.section("Try a search")
+        form.get_by_label("Question").fill(question)
+        form.get_by_role("button", name="Search").click()
+
+    def results(self) -> Any:
+        """The search's card: what would be injected, and every chunk considered."""
+        return self.section(re.compile(r"^Search: "))
+
+    def injected(self) -> Any:
+        """The passages a message asking the question would carry, in order."""
+        return self.results().get_by_role("listitem")
+
+    def considered(self, chunk: str) -> Any:
+        """The row of the considered chunk `chunk` ("faq#2")."""
+        return self.results().get_by_role("row").filter(has=self.page.get_by_role("link", name=chunk, exact=True))
+
+    def remove(self, doc_id: str, typed: str | None = None) -> None:
+        """Open a document's Remove, type its id (or `typed`) to confirm and remove it."""
+        row = self.document_row_by_id(doc_id)
+        row.get_by_text("Remove", exact=True).click()
+        row.get_by_label(f"Type {doc_id} to confirm").fill(doc_id if typed is None else typed)
+        row.get_by_role("button", name=f"Remove {doc_id}").click()
+
+    def document_row_by_id(self, doc_id: str) -> Any:
+        return self.section(re.compile(r"^Documents")).get_by_role("row").filter(
+            has=self.page.get_by_role("cell", name=doc_id, exact=True))

@@ -2,7 +2,8 @@
 
 One blueprint per area, as Flask's tutorial (flaskr) has them: auth (sign-in, sign-out and
 the session's operator), overview, users (the list and one user), actions (what an operator
-changes on a user), handover (take over, hand back, reply), queues. They are nested in the
+changes on a user), handover (take over, hand back, reply), queues, knowledge (the knowledge
+base's documents: list, upload, remove, try a search). They are nested in the
 `console` blueprint, which holds the templates and static files and sets the security
 headers on every response. Views are thin: they call the user operations of bot/users/
 (the same as the CLI and the admin API) and the stores, with actor `console:<operator>`.
@@ -21,7 +22,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from bot.config import Settings
 from bot.exceptions import ConfigError, StoreUnavailable
-from bot.ops.console import actions, auth, handover, overview, queues, users
+from bot.ops.console import actions, auth, handover, knowledge, overview, queues, users
 from bot.services import Services
 from bot.storage.operators import OperatorStore
 
@@ -43,7 +44,7 @@ SECURITY_HEADERS = {
 SESSION_KEY_LABEL = b"whatsapp-bot console session v1"
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")
-for child in (auth.bp, overview.bp, users.bp, actions.bp, handover.bp, queues.bp):
+for child in (auth.bp, overview.bp, users.bp, actions.bp, handover.bp, queues.bp, knowledge.bp):
     bp.register_blueprint(child)
 
 
