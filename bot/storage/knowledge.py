@@ -157,6 +157,7 @@ class KnowledgeStore:
             _KEYS,
             {
                 "id": doc.id, "doc": doc.to_json(), "sha": doc.sha256, "model": doc.embedding_model,
+                "title": doc.title, "language": doc.language or "",
                 "chunks": chunks, "vectors": vectors, "bytes": doc.bytes,
                 "max_chunks": max_chunks, "max_bytes": max_bytes,
             },

@@ -40,15 +40,23 @@ def test_add_replace_remove_move_the_version_and_totals(redis_client: redis.Redi
     # the same content is a no-op: the version stands
     assert store.put(record(chunks=3), texts(3), None, max_chunks=10, max_bytes=10_000).status == "unchanged"
     assert store.version() == "1"
+    # the same bytes with another language (or title) are a change: it is stemmed differently
+    relabelled = store.put(record(chunks=3, language="pt"), texts(3), None, max_chunks=10, max_bytes=10_000)
+    assert (relabelled.status, relabelled.version) == ("stored", "2")
+    assert store.documents()["faq"].language == "pt"
+    store.put(record(chunks=3), texts(3), None, max_chunks=10, max_bytes=10_000)
+    assert store.put(record(chunks=3, language=None), texts(3), None, max_chunks=10, max_bytes=10_000).status == "stored"
+    assert store.put(record(chunks=3, language=None), texts(3), None, max_chunks=10, max_bytes=10_000).status == "unchanged"
+    store.put(record(chunks=3), texts(3), None, max_chunks=10, max_bytes=10_000)
     # new content replaces every old chunk (3 -> 2)
     result = store.put(record(sha="b" * 64, chunks=2, size=60), texts(2, "hours"), None, max_chunks=10, max_bytes=10_000)
-    assert (result.status, result.version) == ("stored", "2")
+    assert (result.status, result.version) == ("stored", "6")
     snapshot = store.snapshot()
     assert [c.id for c in snapshot.chunks] == ["faq#1", "faq#2"]
     assert all("hours" in c.text for c in snapshot.chunks)
-    assert store.totals() == {"version": 2, "chunks": 2, "bytes": 60}
-    assert store.remove("faq") == (True, "3")
-    assert store.remove("faq") == (False, "3")
+    assert store.totals() == {"version": 6, "chunks": 2, "bytes": 60}
+    assert store.remove("faq") == (True, "7")
+    assert store.remove("faq") == (False, "7")
     assert store.snapshot().chunks == [] and store.totals()["chunks"] == 0
 
 

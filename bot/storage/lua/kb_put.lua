@@ -1,9 +1,10 @@
 -- kb_put: add or replace one knowledge-base document and its chunks, all or nothing.
 -- The caps are checked against the totals as they would be after the change; past one,
--- nothing is written. The same content (sha256 and embedding model) is a no-op.
+-- nothing is written. The same content (sha256, embedding model, title and language) is a no-op.
 -- KEYS: meta docs chunks vectors
 -- A: id (the document's id); doc (its record, JSON text); sha (of the source bytes);
---    model (the embedding model, "" for none); chunks (list of chunk JSON texts, in order);
+--    model (the embedding model, "" for none); title; language ("" for none);
+--    chunks (list of chunk JSON texts, in order);
 --    vectors (list of base64 float32 vectors, one per chunk; absent without embeddings);
 --    bytes (what the record, chunks and vectors take); max_chunks; max_bytes.
 -- Returns {status, value}: {"stored", version}, {"unchanged", version},
@@ -13,7 +14,10 @@ local old_raw = redis.call('HGET', K.docs, A.id)
 if old_raw then
   local old = decoded(old_raw)
   if type(old) == 'table' then
-    if old.sha256 == A.sha and (old.embedding_model or '') == A.model then
+    local language = old.language
+    if language == nil or language == cjson.null then language = '' end
+    if old.sha256 == A.sha and (old.embedding_model or '') == A.model and old.title == A.title
+        and language == A.language then
       return {'unchanged', redis.call('HGET', K.meta, 'version') or '0'}
     end
     old_chunks, old_bytes = tonumber(old.chunks) or 0, tonumber(old.bytes) or 0
