@@ -152,6 +152,8 @@ class Library:
             raise KnowledgeError(f"{name}: {len(chunks):,} chunks is over KNOWLEDGE_MAX_DOC_CHUNKS ({cap:,}); split it")
         existing = self._existing(source, title)
         doc_id = existing.id if existing else self._new_id(title)
+        if language is None and existing is not None:
+            language = existing.language  # re-adding without --language keeps the document's
         sha = hashlib.sha256(data).hexdigest()
         model = self.embedder.model if self.embedder else ""
         if existing and existing.sha256 == sha and existing.embedding_model == model and existing.title == title \

@@ -92,6 +92,10 @@ def test_the_library_replaces_by_path_or_title_and_keeps_ids(redis_client, setti
     first = library.add(b"# Opening hours\n\nWe open at 9.", source="docs/hours.md")
     assert (first.status, first.doc.id, first.doc.title) == ("added", "opening-hours", "Opening hours")
     assert library.add(b"# Opening hours\n\nWe open at 9.", source="docs/hours.md").status == "unchanged"
+    relabelled = library.add(b"# Opening hours\n\nWe open at 9.", source="docs/hours.md", language="en")
+    assert relabelled.status == "replaced" and relabelled.doc.language == "en"
+    # without --language a re-add keeps the document's language
+    assert library.add(b"# Opening hours\n\nWe open at 9.", source="docs/hours.md").status == "unchanged"
     by_title = library.add(b"# Opening hours\n\nWe open at 10.", source="upload/hours-2026.md")
     assert (by_title.status, by_title.doc.id) == ("replaced", "opening-hours")
     other = library.add(b"# Opening hours\n\nBranch two opens at 8.", source="b.md", title="Branch two hours")
