@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
+import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
+from urllib.request import urlopen
 
 import fakeredis
 import pytest
@@ -15,7 +20,7 @@ from twilio.request_validator import RequestValidator
 
 from bot import create_app
 from bot.config import Settings, load_settings
-from bot.dev.embedded import start_embedded_redis, start_redis_cluster
+from bot.dev.embedded import free_port, start_embedded_redis, start_redis_cluster
 from bot.dev.processes import TAG_VAR, ensure_tag, stop_tagged
 from bot.dev.standin import StandinModel
 from bot.dev.twilio_standin import TwilioStandin
@@ -310,3 +315,30 @@ def run_worker(worker_env: Settings):  # type: ignore[no-untyped-def]
 
     yield work
     connection.close()
+
+
+@contextmanager
+def gunicorn_serving(settings: Settings, **env: str) -> Iterator[str]:
+    """The app under gunicorn with two gthread worker processes, as the Procfile runs it;
+    yields its base URL once /healthz answers."""
+    port = free_port()
+    full_env = {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
+    full_env.update(LOG_LEVEL="WARNING", **env)
+    gunicorn = Path(sys.executable).parent / "gunicorn"
+    proc = subprocess.Popen(
+        [str(gunicorn), "--workers", "2", "--worker-class", "gthread", "--threads", "4",
+         "--bind", f"127.0.0.1:{port}", "bot:create_app()"],
+        env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                with urlopen(f"{url}/healthz", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -71,13 +71,12 @@ def answers(question: Question, chunk: StoredChunk, sources: dict[str, str]) -> 
 
 def score(questions: list[Question], retriever: Retriever, sources: dict[str, str]) -> dict[str, Any]:
     """Search every question and return the four measures, with each question's outcome."""
-    settings = retriever.settings
     index = retriever.index()
     rows: list[dict[str, Any]] = []
     for q in questions:
         reference = retriever.search(q.question, index, deadline_s=5.0)
         ranked = [c.hit for c in reference.considered
-                  if eligible(c.hit, settings.KNOWLEDGE_MIN_SCORE, settings.EMBEDDING_MIN_SIMILARITY)]
+                  if eligible(c.hit, retriever.limits.min_score, retriever.limits.min_similarity)]
         rank = next((i for i, hit in enumerate(ranked, start=1) if answers(q, hit.chunk, sources)), None)
         injected = [p.hit.chunk for p in reference.picked]
         rows.append({

@@ -117,28 +117,30 @@ def cut_at_sentence(text: str, max_tokens: int, counter: TokenCounter) -> str:
     return best
 
 
-def pick(
-    hits: list[Hit],
-    counter: TokenCounter,
-    *,
-    max_tokens: int,
-    min_score: float,
-    min_similarity: float,
-    top_k: int,
-) -> tuple[list[Picked], list[Considered]]:
-    """Pick the best eligible hits in order while the block stays within max_tokens."""
+@dataclass(frozen=True)
+class Limits:
+    """What a pick may take: the block's tokens, the scores a hit needs, how many hits."""
+
+    max_tokens: int
+    min_score: float
+    min_similarity: float
+    top_k: int
+
+
+def pick(hits: list[Hit], counter: TokenCounter, limits: Limits) -> tuple[list[Picked], list[Considered]]:
+    """Pick the best eligible hits in order while the block stays within its tokens."""
     picked: list[Picked] = []
     considered: list[Considered] = []
     frame = counter.message_cost("system", render_reference([""]))
     used = frame
     for hit in hits:
-        if not eligible(hit, min_score, min_similarity):
+        if not eligible(hit, limits.min_score, limits.min_similarity):
             considered.append(Considered(hit, "below_min_score"))
             continue
-        if len(picked) >= top_k:
+        if len(picked) >= limits.top_k:
             considered.append(Considered(hit, "past_top_k"))
             continue
-        room = max_tokens - used
+        room = limits.max_tokens - used
         tokens = counter.count(inert(hit.chunk.text)) + 1  # its line and line break
         if tokens <= room:
             picked.append(Picked(hit, hit.chunk.text, tokens, cut=False))
@@ -157,21 +159,10 @@ def pick(
 
 
 def build_reference(
-    query: str,
-    version: str,
-    hits: list[Hit],
-    counter: TokenCounter,
-    *,
-    max_tokens: int,
-    min_score: float,
-    min_similarity: float,
-    top_k: int,
-    embedded: bool = False,
+    query: str, version: str, hits: list[Hit], counter: TokenCounter, limits: Limits, embedded: bool = False
 ) -> Reference:
     """Return the reference for a question: the picked chunks, the reasons and the block."""
-    picked, considered = pick(
-        hits, counter, max_tokens=max_tokens, min_score=min_score, min_similarity=min_similarity, top_k=top_k
-    )
+    picked, considered = pick(hits, counter, limits)
     block = render_reference([p.text for p in picked])
     tokens = counter.message_cost("system", block) if block else 0
     return Reference(query, version, picked, considered, block, tokens, embedded)
@@ -182,8 +173,5 @@ def shrink(reference: Reference, counter: TokenCounter, max_tokens: int) -> Refe
     if reference.tokens <= max_tokens:
         return reference
     hits = [p.hit for p in reference.picked]
-    return build_reference(
-        reference.query, reference.version, hits, counter,
-        max_tokens=max_tokens, min_score=float("-inf"), min_similarity=float("-inf"), top_k=len(hits),
-        embedded=reference.embedded,
-    )
+    limits = Limits(max_tokens, min_score=float("-inf"), min_similarity=float("-inf"), top_k=len(hits))
+    return build_reference(reference.query, reference.version, hits, counter, limits, reference.embedded)

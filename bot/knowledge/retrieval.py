@@ -17,7 +17,7 @@ from bot.config import Settings
 from bot.config.knowledge import KNOWLEDGE_TOP_K
 from bot.exceptions import LLMUnavailable
 from bot.knowledge.index import KnowledgeIndex
-from bot.knowledge.reference import Reference, build_reference
+from bot.knowledge.reference import Limits, Reference, build_reference
 from bot.llm.embeddings import Embedder
 from bot.llm.tokens import TokenCounter
 from bot.observability.metrics import (
@@ -43,6 +43,8 @@ class Retriever:
         self.counter = counter
         self.settings = settings
         self.embedder = embedder
+        self.limits = Limits(settings.KNOWLEDGE_MAX_TOKENS, settings.KNOWLEDGE_MIN_SCORE,
+                             settings.EMBEDDING_MIN_SIMILARITY, KNOWLEDGE_TOP_K)
         self._index: KnowledgeIndex | None = None
         self._lock = threading.Lock()
 
@@ -94,12 +96,7 @@ class Retriever:
             budget = min(budget, deadline_s)
         vector = self.question_vector(index, question, budget) if budget > 0.05 else None
         hits = index.search(question, limit=CONSIDERED, question_vector=vector)
-        s = self.settings
-        return build_reference(
-            question, index.version, hits, self.counter,
-            max_tokens=s.KNOWLEDGE_MAX_TOKENS, min_score=s.KNOWLEDGE_MIN_SCORE,
-            min_similarity=s.EMBEDDING_MIN_SIMILARITY, top_k=KNOWLEDGE_TOP_K, embedded=vector is not None,
-        )
+        return build_reference(question, index.version, hits, self.counter, self.limits, embedded=vector is not None)
 
     def preview(self, question: str) -> Reference:
         """Return what a message would get now (the operator's `kb search` and previews)."""

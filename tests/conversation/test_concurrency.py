@@ -14,7 +14,7 @@ from werkzeug.serving import make_server
 
 from bot import create_app
 from bot.dev.standin import StandinModel
-from tests.conftest import USER, inbound_form, new_sid, sign
+from tests.conftest import USER, gunicorn_serving, inbound_form, new_sid, sign
 
 pytestmark = pytest.mark.integration
 
@@ -66,35 +66,8 @@ def test_concurrent_redelivery_calls_the_model_once(server_url, model: StandinMo
 @pytest.fixture
 def gunicorn_url(settings, redis_client, model: StandinModel) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The app under gunicorn with two worker processes, as the Procfile runs it."""
-    import os
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    from bot.dev.embedded import free_port
-
-    port = free_port()
-    env = {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
-    env["LOG_LEVEL"] = "WARNING"
-    gunicorn = Path(sys.executable).parent / "gunicorn"
-    proc = subprocess.Popen(
-        [str(gunicorn), "--workers", "2", "--worker-class", "gthread", "--threads", "4",
-         "--bind", f"127.0.0.1:{port}", "bot:create_app()"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                with urlopen(f"{url}/healthz", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.1)
+    with gunicorn_serving(settings) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_concurrent_messages_across_processes_all_stored_once(gunicorn_url, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]

@@ -3,11 +3,7 @@ the app under gunicorn with two worker processes, as the Procfile runs it."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
@@ -17,9 +13,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from bot.dev.embedded import free_port
 from bot.dev.standin import StandinModel
-from tests.conftest import inbound_form, sign
+from tests.conftest import gunicorn_serving, inbound_form, sign
 
 pytestmark = pytest.mark.integration
 
@@ -49,29 +44,10 @@ def index_versions(base: str) -> dict[str, str]:
 @pytest.fixture
 def gunicorn_app(settings, redis_client, model: StandinModel, tmp_path: Path) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The app under gunicorn, two worker processes, metrics summed over them."""
-    port = free_port()
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
-    env = {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
-    env.update(LOG_LEVEL="WARNING", PROMETHEUS_MULTIPROC_DIR=str(metrics_dir))
-    gunicorn = Path(sys.executable).parent / "gunicorn"
-    proc = subprocess.Popen(
-        [str(gunicorn), "--workers", "2", "--worker-class", "gthread", "--threads", "4",
-         "--bind", f"127.0.0.1:{port}", "bot:create_app()"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                with urlopen(f"{url}/healthz", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.1)
+    with gunicorn_serving(settings, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def ask_until_both_answer(url: str, question: str, version: str) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 from bot.exceptions import LLMUnavailable
 from bot.knowledge.index import KnowledgeIndex
 from bot.knowledge.library import KnowledgeError, Library
-from bot.knowledge.reference import MIN_CUT_TOKENS, build_reference, shrink
+from bot.knowledge.reference import MIN_CUT_TOKENS, Limits, build_reference, shrink
 from bot.knowledge.retrieval import Retriever
 from bot.llm.embeddings import Embedder
 from bot.llm.tokens import TokenCounter
@@ -54,12 +54,12 @@ def test_the_pick_keeps_the_budget_cuts_at_a_sentence_and_explains_itself() -> N
     long = chunk("policy#1", "Policy › Refunds\n" + " ".join(
         f"Refund rule {i} applies to every cake order placed online." for i in range(1, 30)))
     hits = KnowledgeIndex("1", [long, *CHUNKS]).search("refund for a cake order")
-    reference = build_reference("q", "1", hits, COUNTER, max_tokens=120, min_score=0.3, min_similarity=0.5, top_k=3)
+    reference = build_reference("q", "1", hits, COUNTER, Limits(120, min_score=0.3, min_similarity=0.5, top_k=3))
     assert reference.tokens <= 120 and reference.picked[0].cut
     assert reference.picked[0].text.endswith("online.") and reference.picked[0].tokens >= MIN_CUT_TOKENS
     assert reference.considered[0].reason == "cut_to_fit"
     assert shrink(reference, COUNTER, 10).picked == []  # no room: nothing rather than a stub
-    none = build_reference("q", "1", hits, COUNTER, max_tokens=250, min_score=5.0, min_similarity=0.5, top_k=3)
+    none = build_reference("q", "1", hits, COUNTER, Limits(250, min_score=5.0, min_similarity=0.5, top_k=3))
     assert none.block == "" and {c.reason for c in none.considered} == {"below_min_score"}
 
 
