@@ -4,7 +4,8 @@ BM25 (bm25s, Lucene's formula) per language: a document's chunks are tokenized w
 language's Snowball stemmer (PyStemmer) and stopwords (bm25s's lists), and a question is
 tokenized once for each language the knowledge base holds and scored against that
 language's chunks alone, so a Portuguese question never meets English stems. Accents are
-dropped after stemming ("horario" finds "horário"). A chunk's score is its BM25 score over
+dropped after stemming ("horario" finds "horário"). Without a language nothing is stemmed,
+and the stopwords of every language are dropped. A chunk's score is its BM25 score over
 the score of a chunk that holds each of the question's words once at the average length
 (a word no chunk holds weighing more than the rarest one): about the share of the question
 it covers, comparable across questions and languages. Its coverage (the idf-weighted share
@@ -79,7 +80,12 @@ _QUESTION_WORDS = {
 
 @lru_cache(maxsize=None)
 def stopwords(language: str | None) -> frozenset[str]:
-    """Return a language's stopwords, with and without accents (none without a language)."""
+    """Return a language's stopwords, with and without accents; without a language, those of
+    every language we know (a question's "what", "qual", "cuál" then never weigh as words
+    the documents lack: on `eval knowledge` with no language given, false injections fell
+    from 16.7 % to 4.2 %)."""
+    if language is None:
+        return frozenset().union(*(stopwords(code) for code in _STOPWORDS))
     name = _STOPWORDS.get(language or "")
     words = (*getattr(bm25s_stopwords, name, ()), *_QUESTION_WORDS.get(language or "", ())) if name else ()
     return frozenset(w for word in words for w in (word.lower(), unaccented(word.lower())))
