@@ -16,6 +16,7 @@ from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
 from bot.conversation.pipeline import Turn
 from bot.exceptions import StoreUnavailable
 from bot.knowledge.index import KnowledgeIndex
+from bot.knowledge.reference import Reference
 from bot.knowledge.retrieval import Retriever
 from bot.observability.metrics import KNOWLEDGE_RETRIEVALS
 from bot.storage.keys import KB_META_KEY
@@ -58,6 +59,7 @@ class KnowledgeStep:
             embedded=reference.embedded,
             tokens=reference.tokens,
         )
+        turn.reference_trace = trace(reference)
         if reference.hit:
             turn.reference = reference
 
@@ -72,3 +74,13 @@ class KnowledgeStep:
         except StoreUnavailable as err:
             log.warning("store.unavailable", stage="knowledge", error=str(err))
             return self.retriever.current
+
+
+def trace(reference: Reference) -> str:
+    """Return what a message got, for inspect: "v12 faq#2:0.93 hours#5:0.81~" (cut: ~), or
+    "v12 - (best faq#1:0.21)" when nothing reached the minimum score. Ids and scores only."""
+    picked = " ".join(f"{p.hit.chunk.id}:{p.hit.score:.2f}" + ("~" if p.cut else "") for p in reference.picked)
+    if picked:
+        return f"v{reference.version} {picked}"
+    best = reference.considered[0].hit if reference.considered else None
+    return f"v{reference.version} -" + (f" (best {best.chunk.id}:{best.score:.2f})" if best else "")

@@ -57,6 +57,7 @@ class Turn:
     task_completion: Completion | None = None  # the task call, for usage accounting
     reference: Reference | None = None  # the knowledge base's chunks for this message (never stored)
     knowledge_rules: bool = False  # the knowledge base holds documents: the prompt says how to use them
+    reference_trace: str | None = None  # what the knowledge step found, as ids and scores, kept for inspect
     prompt_tokens_saved: int = 0  # left out of the reply prompt because the task did not need it
     memory_block: str = ""
     prompt: BuiltPrompt | None = None

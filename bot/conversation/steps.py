@@ -281,7 +281,7 @@ class CommitStep:
             result = self.store.commit(
                 msg.user, turn.claim, msg.sid, turn.final_reply(), turn.pair, touch_context=turn.touch_context,
                 usage=turn_usage(turn), last_task=clip(turn.task.task, STORED_TEXT_CHARS) if turn.task else None,
-                to=msg.to,
+                to=msg.to, last_reference=turn.reference_trace,
             )
         except StoreUnavailable as err:
             log.error("store.unavailable", stage="commit", error=str(err))

@@ -55,6 +55,7 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
         print(f"  bot:  {pair['assistant']}")
     print(f"pending pairs for the next summary: {len(report['pending_pairs'])}")
     print(f"last task: {report['last_task'] or '(none)'}  (task extraction for this user: {report['task_extraction']})")
+    print(f"knowledge base, last message: {report['last_reference'] or '(not searched)'}")
     job = report["summary_job"]
     print(f"summary job: {job['status'] or 'none'}" + (f" (triggered {job['triggered_at']})" if job["triggered_at"] else ""))
     if job["failed_job_ids"]:

@@ -9,6 +9,7 @@ RECENT_MAX_BYTES);
 ``summary_job_at`` / ``summary_job_token`` (the summary trigger, bot/storage/triggers.py);
 ``epoch`` (moves on at each reset, so nothing in flight from before a reset is stored
 after it); ``last_task`` (the last resolved task, when task extraction is on);
+``last_reference`` (the knowledge-base chunk ids and scores the last reply was given);
 ``reply_from`` (the number the user last wrote to, ``whatsapp:+…``: a person's reply in a
 handover goes from it). ``chat_pending:{+E164}`` list: valid pairs not yet summarized that have already
 left the recent window, oldest first; pending pairs = this list + the pairs of
@@ -68,6 +69,7 @@ class Context:
     summary_job_token: str | None = None
     epoch: int = 0  # moves on at every reset
     last_task: str = ""  # the last resolved task (task extraction), for inspect
+    last_reference: str = ""  # the knowledge-base chunks the last reply was given: "v12 faq#2:0.93 …" (ids, no text)
     reply_from: str = ""  # the number the user last wrote to ("whatsapp:+…"), to answer from
 
     def until_quiet(self, idle_s: float, now: float) -> float:
@@ -153,6 +155,7 @@ def context_from_hash(data: dict[str, str]) -> Context:
         summary_job_token=data.get("summary_job_token") or None,
         epoch=as_int(data.get("epoch"), "epoch"),
         last_task=data.get("last_task", "") or "",
+        last_reference=data.get("last_reference", "") or "",
         reply_from=data.get("reply_from", "") or "",
     )
 
@@ -244,6 +247,7 @@ class ContextStore(JobTriggers):
         usage: dict[str, int] | None = None,
         last_task: str | None = None,
         to: str = "",
+        last_reference: str | None = None,
     ) -> CommitResult:
         """Record a processed message, storing its pair if valid and still wanted.
 
@@ -278,6 +282,7 @@ class ContextStore(JobTriggers):
                 "triggers": [rule.to_lua(tokens[rule.name]) for rule in rules],
                 "usage": usage or None,
                 "last_task": last_task,
+                "last_reference": last_reference,
                 "to": to or None,
             },
         )

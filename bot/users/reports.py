@@ -39,6 +39,7 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         "last_interaction": iso(context.last_interaction),
         "pending_pairs": [p.to_public() for p in pending],
         "last_task": context.last_task or None,
+        "last_reference": context.last_reference or None,
         "task_extraction": "off" if data.meta.meta(user).get(TASK_OFF_FIELD) == "1" else "on",
         "summary_job": {
             "status": (

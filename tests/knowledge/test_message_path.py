@@ -82,6 +82,13 @@ def test_the_right_chunk_goes_in_a_fenced_block_after_memory(chat_with, kb, mode
     assert "answer from the REFERENCE block" in system and "I don't have that information" in system
     # right before the message
     assert request["messages"][-2]["content"] == blocks[0]
+    # inspect shows which chunks the reply was given, by id and score (never their text)
+    from bot.users.reports import user_report
+    trace = user_report(services.users, USER)["last_reference"]
+    assert trace.startswith("v2 opening-hours#") and "Sundays" not in trace
+    chat_with()("tell me a joke")
+    assert user_report(services.users, USER)["last_reference"].startswith("v2 -")
+    assert "opening-hours#" not in json.dumps(export_user(services.users, USER))
 
 
 def test_an_unrelated_question_carries_no_reference(chat_with, kb, model) -> None:  # type: ignore[no-untyped-def]

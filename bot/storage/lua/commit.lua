@@ -18,6 +18,7 @@
 --    {name, hash, cursor, job, every, early_bytes, skip_field?, token}; see
 --    bot/storage/triggers.py); usage (optional: {field = tokens}, the turn's model calls,
 --    bot/storage/usage.py); last_task (optional: the resolved task, kept for inspect);
+--    last_reference (optional: the knowledge-base chunk ids and scores the reply was given, for inspect);
 --    to (optional: the number the user wrote to, "whatsapp:+…", kept as reply_from: a
 --    person's reply during a handover is sent from it).
 -- Returns {count since summary, pending pairs dropped, seq (the user's latest pair number),
@@ -89,6 +90,7 @@ else
 end
 redis.call('HSET', K.context, 'last_interaction_timestamp', A.now)
 if A.last_task then redis.call('HSET', K.context, 'last_task', A.last_task) end
+if A.last_reference then redis.call('HSET', K.context, 'last_reference', A.last_reference) end
 if A.to and A.to ~= '' then redis.call('HSET', K.context, 'reply_from', A.to) end
 if A.usage then
   for f, n in pairs(A.usage) do redis.call('HINCRBY', K.usage, f, n) end
