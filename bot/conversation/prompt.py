@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bot.knowledge.reference import Reference, shrink
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.memory.fence import SUMMARY_HEADER, fenced, inert
 from bot.storage.context import Context
 from bot.storage.records import Pair
-
-from bot.knowledge.reference import Reference, shrink
 
 if TYPE_CHECKING:
     from bot.media.images import PreparedImage

@@ -107,3 +107,39 @@ def test_the_800_token_cap_holds_by_the_cookbook_formula() -> None:
     for max_tokens in (300, 500, 800):
         prompt = build(context, max_tokens=max_tokens)
         assert prompt.tokens == cookbook_count(prompt.messages) <= max_tokens
+
+
+def reference_for(question: str, max_tokens: int = 250):  # type: ignore[no-untyped-def]
+    from bot.knowledge.index import KnowledgeIndex
+    from bot.knowledge.reference import Limits, build_reference
+    from bot.storage.knowledge import StoredChunk
+
+    texts = [f"Hours › Shop {i}\n" + " ".join(f"Shop {i} opens at 0{i}:00 on day {d}." for d in range(12))
+             for i in range(1, 4)]
+    chunks = [StoredChunk(f"hours#{i}", "hours", "Hours", "en", t, COUNTER.count(t)) for i, t in enumerate(texts, 1)]
+    hits = KnowledgeIndex("1", chunks).search(question)
+    return build_reference(question, "1", hits, COUNTER, Limits(max_tokens, 0.1, 0.5, 3))
+
+
+def test_the_reference_goes_before_the_message_and_pairs_and_summary_give_way_to_it() -> None:
+    reference = reference_for("when does the shop open?")
+    assert reference.hit and reference.tokens <= 250
+    prompt = build_prompt(SYSTEM, Context(summary="A long summary. " * 40, recent=pairs(5)), "when does the shop open?",
+                          COUNTER, max_tokens=500, max_user_tokens=300, reference=reference)
+    assert prompt.messages[-2]["content"] == reference.block and prompt.tokens <= 500
+    assert prompt.pairs_dropped > 0 and not prompt.user_truncated
+    assert prompt.tokens == COUNTER.count_messages(prompt.messages)
+
+
+def test_the_reference_gives_way_before_the_users_own_words() -> None:
+    reference = reference_for("when does the shop open?")
+    text = "when does the shop open? " + "I also want to say something long. " * 30  # ~250 tokens
+    prompt = build_prompt(SYSTEM, Context(), text, COUNTER, max_tokens=420, max_user_tokens=300,
+                          memory_block="", reference=reference)
+    assert not prompt.user_truncated and prompt.messages[-1]["content"] == text
+    assert prompt.reference is not None and prompt.reference.tokens < reference.tokens  # re-picked smaller
+    assert prompt.tokens <= 420
+    # no room at all: the reference goes, and only then is the message cut
+    tight = build_prompt(SYSTEM, Context(), text, COUNTER, max_tokens=300, max_user_tokens=300, reference=reference)
+    assert tight.reference is None and tight.tokens <= 300
+    assert not any(m["content"] == reference.block for m in tight.messages)
