@@ -13,7 +13,7 @@ import hashlib
 import re
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import structlog
@@ -150,8 +150,9 @@ class Library:
         cap = self.settings.KNOWLEDGE_MAX_DOC_CHUNKS
         if len(chunks) > cap:
             raise KnowledgeError(f"{name}: {len(chunks):,} chunks is over KNOWLEDGE_MAX_DOC_CHUNKS ({cap:,}); split it")
-        existing = self._existing(source, title)
-        doc_id = existing.id if existing else self._new_id(title)
+        stored_docs = self.store.documents()
+        existing = self._existing(stored_docs, source, title)
+        doc_id = existing.id if existing else self._new_id(stored_docs, title)
         if language is None and existing is not None:
             language = existing.language  # re-adding without --language keeps the document's
         sha = hashlib.sha256(data).hexdigest()
@@ -168,7 +169,7 @@ class Library:
         )
         size = len(record.to_json().encode()) + 16 + sum(len(c.encode()) + len(doc_id) + 6 for c in stored)
         size += sum(len(v) + len(doc_id) + 6 for v in vectors or [])
-        record = DocRecord(**{**record.to_public(), "bytes": size})  # type: ignore[arg-type]
+        record = replace(record, bytes=size)
         result = self.store.put(record, stored, vectors, max_chunks=self.settings.KNOWLEDGE_MAX_CHUNKS,
                                 max_bytes=self.settings.KNOWLEDGE_MAX_BYTES)
         if result.status == "too_many_chunks":
@@ -182,18 +183,20 @@ class Library:
                  bytes=size, version=result.version)
         return AddResult(status, record)
 
-    def _existing(self, source: str, title: str) -> DocRecord | None:
+    @staticmethod
+    def _existing(stored: dict[str, DocRecord], source: str, title: str) -> DocRecord | None:
         """Return the stored document this one replaces: the same path, else the same title."""
-        docs = self.store.documents().values()
+        docs = stored.values()
         same_path = [d for d in docs if d.source and d.source == source]
         if same_path:
             return same_path[0]
         same_title = [d for d in docs if d.title.casefold() == title.casefold()]
         return same_title[0] if same_title else None
 
-    def _new_id(self, title: str) -> str:
+    @staticmethod
+    def _new_id(stored: dict[str, DocRecord], title: str) -> str:
         """Return an id for a new document, unused so far."""
-        taken = set(self.store.documents())
+        taken = set(stored)
         base = slug(title)
         candidate, n = base, 2
         while candidate in taken:
