@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import tempfile
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bot.config.knowledge import KNOWLEDGE_TOP_K
 from bot.dev.embedded import start_embedded_redis
+from bot.knowledge.index import unaccented
 from bot.knowledge.library import Library
 from bot.knowledge.reference import eligible
 from bot.knowledge.retrieval import Retriever
@@ -56,8 +56,7 @@ def load_set(directory: Path | None = None) -> tuple[list[dict[str, Any]], list[
 
 
 def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return " ".join("".join(c for c in decomposed if not unicodedata.combining(c)).split())
+    return " ".join(unaccented(text.casefold()).split())
 
 
 def answers(question: Question, chunk: StoredChunk, sources: dict[str, str]) -> bool:
