@@ -21,6 +21,7 @@ from twilio.request_validator import RequestValidator
 from bot import create_app
 from bot.config import Settings, load_settings
 from bot.dev.embedded import free_port, start_embedded_redis, start_redis_cluster
+from bot.dev.embedding_server import EmbeddingServer, start_embedding_server
 from bot.dev.processes import TAG_VAR, ensure_tag, stop_tagged
 from bot.dev.standin import StandinModel
 from bot.dev.twilio_standin import TwilioStandin
@@ -140,6 +141,19 @@ def standin_server() -> Iterator[StandinModel]:
     model.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def embedding_server(_isolated_environment: None) -> Iterator[EmbeddingServer]:
+    """The real local embedding model (multilingual-e5-small), served on 127.0.0.1 for the
+    session as the Procfile's `embed` process serves it; the processes the tests start (the
+    CLI, workers, gunicorn) reach it through EMBEDDING_BASE_URL."""
+    # Two threads: the tests wait on each call (production's one thread is for a busy host).
+    server = start_embedding_server(threads=2)
+    os.environ["EMBEDDING_BASE_URL"] = server.url
+    yield server
+    os.environ.pop("EMBEDDING_BASE_URL", None)
+    server.stop()
+
+
 @pytest.fixture
 def model(standin_server: StandinModel) -> Iterator[StandinModel]:
     """The stand-in with an empty script and no recorded requests."""
@@ -150,14 +164,18 @@ def model(standin_server: StandinModel) -> Iterator[StandinModel]:
 
 
 @pytest.fixture
-def make_settings(redis_url: str, queue_redis_url: str, standin_server: StandinModel) -> Callable[..., Settings]:
-    """Build settings for tests: real Redis, the stand-in model, overrides on top."""
+def make_settings(
+    redis_url: str, queue_redis_url: str, standin_server: StandinModel, embedding_server: EmbeddingServer
+) -> Callable[..., Settings]:
+    """Build settings for tests: real Redis, the stand-in model, the real local embedding
+    model, overrides on top."""
 
     def make(**overrides: Any) -> Settings:
         values: dict[str, Any] = {
             "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
             "OPENAI_API_KEY": "test-key",
             "OPENAI_BASE_URL": standin_server.url,
+            "EMBEDDING_BASE_URL": embedding_server.url,
             "REDIS_URL": redis_url,
             "QUEUE_REDIS_URL": queue_redis_url if CLUSTER else None,
             "LLM_TIMEOUT_S": 2.0,

@@ -28,6 +28,7 @@ from typing import IO, Any
 from dotenv import dotenv_values
 
 from bot.config import Settings, load_settings
+from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
 from bot.dev.embedded import free_port, port_free, start_redis_server
 from bot.dev.processes import die_with_parent, ensure_tag, stop_process, stop_tagged
 from bot.dev.terminal import Foreground
@@ -39,7 +40,8 @@ RUN_DIR = Path(".run")
 DEV_ENV = RUN_DIR / "dev.env"
 #: Written to .run/dev.env for the CLI: where this bot is; never the operator's secrets.
 SHARED = ("REDIS_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", "OPENAI_BASE_URL", "OPENAI_MODEL", "EXTRACTION_MODEL", "MODEL_STANDIN",
-          "PUBLIC_BASE_URL", "PORT", "TWILIO_API_BASE_URL", "TWILIO_ACCOUNT_SID")
+          "PUBLIC_BASE_URL", "PORT", "TWILIO_API_BASE_URL", "TWILIO_ACCOUNT_SID", "EMBEDDING_PORT", "EMBEDDING_MODEL",
+          "EMBEDDING_BASE_URL")
 #: A placeholder while checking settings, for what this runner starts itself.
 PENDING = "http://127.0.0.1:1/pending"
 
@@ -110,6 +112,8 @@ class Runner:
             )
             self.children.append(standin)
             chosen.update(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", MODEL_STANDIN="true")
+        if not env.get("EMBEDDING_PORT") and not port_free(settings.EMBEDDING_PORT):
+            chosen["EMBEDDING_PORT"] = str(free_port())  # another run's `embed` has the default
         if not env.get("TWILIO_AUTH_TOKEN"):
             chosen["TWILIO_AUTH_TOKEN"] = "dev-" + secrets.token_hex(8)
             if not env.get("TWILIO_API_BASE_URL") and not env.get("TWILIO_ACCOUNT_SID"):
@@ -160,6 +164,16 @@ class Runner:
             self.embedded.stop()
 
 
+def embedding_line(settings: Settings, env: dict[str, str]) -> str:
+    """Return what embeds the messages, chunks and facts."""
+    if not settings.embeddings_on:
+        return "off (EMBEDDING_MODEL=off): words only"
+    if settings.EMBEDDING_BASE_URL or settings.EMBEDDING_MODEL != LOCAL_EMBEDDING_MODEL:
+        return f"{settings.EMBEDDING_MODEL} at {settings.embedding_base_url or 'https://api.openai.com/v1'}"
+    port = env.get("EMBEDDING_PORT") or settings.EMBEDDING_PORT
+    return f"{settings.EMBEDDING_MODEL}, local (the Procfile's embed process on 127.0.0.1:{port})"
+
+
 def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) -> list[str]:
     """Return the block that says what is in use."""
     port = env.get("PORT", "5000")
@@ -184,6 +198,7 @@ def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) ->
         f"  redis    {mask_url(redis_url)}  ({where})",
         f"  model    {model}",
         f"  models   reply {settings.OPENAI_MODEL}, extraction {settings.extraction_model}",
+        f"  meaning  {embedding_line(settings, env)}",
         f"  twilio   signatures checked with {token}",
         f"  media    {media}",
         f"  webhook  http://127.0.0.1:{port}/whatsapp  (public: {public})",

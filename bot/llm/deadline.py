@@ -52,6 +52,12 @@ def _executor() -> ThreadPoolExecutor:
         return _pool[1]
 
 
+def submit(call: Callable[[], T]) -> Future[T]:
+    """Start call() on this process's pool and return its future (the caller waits for it
+    within its own deadline)."""
+    return _executor().submit(call)
+
+
 def run_with_deadline(call: Callable[[], T], timeout_s: float) -> T:
     """Return call()'s result, or raise DeadlineExceeded once timeout_s has passed."""
     future: Future[T] = _executor().submit(call)

@@ -1,27 +1,42 @@
 """Embeddings through the openai SDK's /v1/embeddings, errors turned into ours.
 
-Chunks are embedded when a document is added (in batches, with the SDK's own retries);
-a message's question is embedded once per turn with a short hard deadline and no retry.
-Vectors travel as float32 bytes, the form the knowledge base stores and the index reads.
+One code path for every model (docs/semantic.md): the local multilingual-e5-small that the
+Procfile's `embed` process serves on loopback, or a hosted one. e5 was trained with two
+prefixes, "query: " for what is asked and "passage: " for what is searched; the local
+server takes them as `input_type`, so only the local model is sent one (a hosted API would
+refuse the unknown field). A text is embedded from its start within EMBEDDING_MAX_CHARS.
+
+Chunks and facts are embedded off the message path (in batches, with the SDK's own retry);
+a message once per turn with a short hard deadline and no retry. Vectors travel as float32
+bytes.
 """
 
 from __future__ import annotations
 
+import re
+import socket
 import time
 from array import array
-from typing import Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Literal, Sequence
 
 import openai
 import structlog
 
+from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
 from bot.exceptions import LLMUnavailable
-from bot.llm.deadline import DeadlineExceeded, run_with_deadline
-from bot.observability.metrics import MODEL_TOKENS
+from bot.llm.deadline import DeadlineExceeded, DeadlineTransport, httpx, run_with_deadline, submit
+from bot.observability.metrics import MESSAGE_EMBEDDINGS, MODEL_TOKENS
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 log = structlog.get_logger(__name__)
 
 #: Texts per request when a document is embedded (OpenAI takes up to 2,048 inputs).
 BATCH = 128
+
+Kind = Literal["query", "passage"]
 
 
 def as_float32(values: Sequence[float]) -> bytes:
@@ -29,26 +44,62 @@ def as_float32(values: Sequence[float]) -> bytes:
     return array("f", values).tobytes()
 
 
+def has_words(text: str) -> bool:
+    """Return whether a text holds a letter or a digit (an emoji alone costs no embedding)."""
+    return any(ch.isalnum() for ch in text)
+
+
+#: A message at least this long is embedded by its questions only (see message_focus).
+FOCUS_MIN_CHARS = 120
+_SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
+
+
+def message_focus(text: str) -> str:
+    """Return what of a message is embedded: a long one (a voice note's transcript, a
+    paragraph of context) by its sentences that ask something, when it has any; the
+    greetings and the story around a question dilute its vector (on `eval knowledge`'s
+    questions buried in a voice note, recall@3 went from 0 to 25 %, docs/semantic.md)."""
+    if len(text) < FOCUS_MIN_CHARS:
+        return text
+    asked = [part.strip() for part in _SENTENCE.split(text) if "?" in part or "¿" in part]
+    return " ".join(asked) if asked else text
+
+
+def clip_for_embedding(text: str, max_chars: int) -> str:
+    """Return the text's start, within max_chars, cut at a space when there is one."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    space = cut.rfind(" ")
+    return cut[:space] if space > max_chars // 2 else cut
+
+
 class Embedder:
     """Embed texts with one model; every failure becomes LLMUnavailable."""
 
-    def __init__(self, client: openai.OpenAI, model: str) -> None:
+    def __init__(self, client: openai.OpenAI, model: str, *, asymmetric: bool = False, max_chars: int = 1500) -> None:
         self.client = client
         self.model = model
+        self.asymmetric = asymmetric  # send e5's query/passage as input_type
+        self.max_chars = max_chars
 
-    def embed(self, texts: Sequence[str], *, deadline_s: float, purpose: str) -> list[bytes]:
+    def embed(
+        self, texts: Sequence[str], *, deadline_s: float, purpose: str, kind: Kind = "passage"
+    ) -> list[bytes]:
         """Return one float32 vector per text, all within deadline_s."""
         vectors: list[bytes] = []
         started = time.perf_counter()
         deadline = time.monotonic() + deadline_s
+        extra = {"input_type": kind} if self.asymmetric else None
         for start in range(0, len(texts), BATCH):
-            batch = list(texts[start:start + BATCH])
+            batch = [clip_for_embedding(t, self.max_chars) or "-" for t in texts[start:start + BATCH]]
             budget = deadline - time.monotonic()
             if budget <= 0.05:
                 raise LLMUnavailable("no time left for the embeddings")
-            client = self.client.with_options(timeout=budget)
             try:
-                response = run_with_deadline(lambda: client.embeddings.create(model=self.model, input=batch), budget)
+                response = run_with_deadline(lambda: self.client.embeddings.create(
+                    model=self.model, input=batch, extra_body=extra, timeout=budget), budget)
             except DeadlineExceeded:
                 self._failed(purpose, "timeout", started)
                 raise LLMUnavailable("embeddings: timeout") from None
@@ -67,3 +118,63 @@ class Embedder:
     def _failed(self, purpose: str, error: str, started: float) -> None:
         log.warning("embeddings.failed", purpose=purpose, model=self.model, error=error,
                     duration_ms=round((time.perf_counter() - started) * 1000, 1))
+
+
+def make_embedder(settings: Settings) -> Embedder | None:
+    """Build the embedder the settings name (None with EMBEDDING_MODEL=off)."""
+    if not settings.embeddings_on:
+        return None
+    # TCP_NODELAY: the SDK writes headers and body apart, and Nagle with delayed ACKs adds 40 ms.
+    transport = DeadlineTransport(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+                                  socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    client = openai.OpenAI(
+        api_key=settings.EMBEDDING_API_KEY or settings.openai_api_key,
+        base_url=settings.embedding_base_url,
+        timeout=settings.EMBEDDING_DEADLINE_S,
+        max_retries=1,
+        http_client=openai.DefaultHttpxClient(transport=transport),
+    )
+    # The local model's server takes e5's prefixes (wherever it is served, tests included).
+    asymmetric = settings.EMBEDDING_MODEL == LOCAL_EMBEDDING_MODEL
+    return Embedder(client, settings.EMBEDDING_MODEL, asymmetric=asymmetric, max_chars=settings.EMBEDDING_MAX_CHARS)
+
+
+class MessageVector:
+    """One message's embedding, asked for once and shared by every step that needs it.
+
+    The call starts at once on the model pool (bot/llm/deadline.py), so the steps before the
+    first reader (BM25 among them) run while the model works; each reader waits at most
+    until the deadline. A failure or a late answer is logged and counted once, and every
+    reader then falls back to words.
+    """
+
+    def __init__(self, embedder: Embedder, text: str, deadline_s: float) -> None:
+        self.model = embedder.model
+        self.deadline = time.monotonic() + deadline_s
+        self._started = time.perf_counter()
+        self._future = submit(lambda: embedder.embed([text], deadline_s=deadline_s, purpose="message", kind="query")[0])
+        self._settled = False
+        self._vector: bytes | None = None
+
+    def get(self) -> bytes | None:
+        """Return the vector, or None when it failed or came too late (words alone serve)."""
+        if self._settled:
+            return self._vector
+        try:
+            self._vector = self._future.result(timeout=max(0.0, self.deadline - time.monotonic()))
+            MESSAGE_EMBEDDINGS.labels(outcome="ok").inc()
+        except FutureTimeout:
+            self._future.cancel()
+            MESSAGE_EMBEDDINGS.labels(outcome="timeout").inc()
+            log.warning("embeddings.message_fallback", reason="timeout", model=self.model,
+                        waited_ms=round((time.perf_counter() - self._started) * 1000, 1))
+        except LLMUnavailable as err:
+            MESSAGE_EMBEDDINGS.labels(outcome="failed").inc()
+            log.warning("embeddings.message_fallback", reason="failed", model=self.model, error=str(err)[:200])
+        self._settled = True
+        return self._vector
+
+    @property
+    def ms(self) -> float:
+        """Return how long the embedding took until it was first read."""
+        return round((time.perf_counter() - self._started) * 1000, 1)

@@ -72,9 +72,9 @@ KNOWLEDGE_RETRIEVALS = Counter(
     "reached KNOWLEDGE_MIN_SCORE; empty: no documents; unavailable: the index could not be loaded).",
     ["outcome"],
 )
-KNOWLEDGE_EMBEDDINGS = Counter(
-    "bot_knowledge_embeddings_total",
-    "Question embeddings on the message path by outcome (ok, failed: BM25 alone served).",
+MESSAGE_EMBEDDINGS = Counter(
+    "bot_message_embeddings_total",
+    "Message embeddings by outcome (ok; skipped: no words; failed or timeout: words alone served).",
     ["outcome"],
 )
 KNOWLEDGE_INDEX_VERSION = Gauge(
