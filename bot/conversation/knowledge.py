@@ -1,6 +1,6 @@
-"""The knowledge step: the business's documents that answer this message (issue 21).
+"""The knowledge step: the business's documents that answer this message (docs/knowledge.md).
 
-Runs after `task` and before `memory`. The question is the message, or the resolved task
+Runs after `embed` and before `memory`. The question is the message, or the resolved task
 when task extraction is on ("and on Sundays?" after a question about opening hours asks
 about Sunday's hours). The knowledge base's version arrives with the claim, so a message
 costs no Redis round trip while it stands; when it moves on, this process rebuilds its
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import structlog
 
-from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
 from bot.conversation.pipeline import Turn
 from bot.exceptions import StoreUnavailable
 from bot.knowledge.index import KnowledgeIndex
@@ -49,13 +48,17 @@ class KnowledgeStep:
             return
         turn.knowledge_rules = True
         query = turn.task.task if turn.task is not None else turn.text
-        reference = self.retriever.search(query, index, deadline_s=turn.remaining() - MIN_MODEL_AFTER_MEDIA_S)
+        if turn.vector is not None:  # the turn's embedding (the embed step), read after BM25
+            reference = self.retriever.search(query, index, vector=turn.vector.get)
+        else:
+            reference = self.retriever.search(query, index, deadline_s=0.0)  # words alone
         KNOWLEDGE_RETRIEVALS.labels(outcome="hit" if reference.hit else "miss").inc()
         log.info(
             "knowledge.retrieved",
             version=index.version,
             injected=[f"{p.hit.chunk.id}:{p.hit.score:.2f}" + ("~" if p.cut else "") for p in reference.picked],
-            best=[f"{c.hit.chunk.id}:{c.hit.score:.2f}" for c in reference.considered[:3]],
+            best=[f"{c.hit.chunk.id}:{c.hit.score:.2f}" + ("" if c.hit.margin is None else f"/{c.hit.margin:+.3f}")
+                  for c in reference.considered[:3]],
             embedded=reference.embedded,
             tokens=reference.tokens,
         )

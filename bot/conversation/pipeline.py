@@ -1,7 +1,8 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> command -> rate-limit -> media -> handover -> entities -> task -> knowledge
-    -> memory -> prompt -> load-shed -> model -> judge -> commit -> activity -> hand-off
+    claim -> command -> rate-limit -> media -> handover -> entities -> task -> embed
+    -> knowledge -> memory -> prompt -> load-shed -> model -> judge -> commit -> activity
+    -> hand-off
 
 Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
 reply (a command, a message with no text, a handover, the judge) makes the answering steps
@@ -32,6 +33,7 @@ from bot.storage.records import Pair
 if TYPE_CHECKING:  # the task step's module imports Turn from here
     from bot.conversation.task import ExtractedTask
     from bot.knowledge.reference import Reference
+    from bot.llm.embeddings import MessageVector
     from bot.llm.transcription import Transcript
     from bot.media.images import PreparedImage
 
@@ -55,6 +57,7 @@ class Turn:
     entities: dict[str, Entity] = field(default_factory=dict)  # the user's entities, by key
     task: ExtractedTask | None = None  # the resolved task (task extraction); None: full context
     task_completion: Completion | None = None  # the task call, for usage accounting
+    vector: MessageVector | None = None  # the message's (or task's) embedding, shared by knowledge and memory
     reference: Reference | None = None  # the knowledge base's chunks for this message (never stored)
     knowledge_rules: bool = False  # the knowledge base holds documents: the prompt says how to use them
     reference_trace: str | None = None  # what the knowledge step found, as ids and scores, kept for inspect

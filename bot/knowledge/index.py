@@ -11,8 +11,11 @@ the score of a chunk that holds each of the question's words once at the average
 it covers, comparable across questions and languages. Its coverage (the idf-weighted share
 of the question's words it holds) is kept beside it, to explain a pick.
 
-With chunk vectors (EMBEDDING_MODEL), the cosine ranking is fused with BM25's by
-reciprocal rank (k = 60).
+With chunk vectors of the current model (EMBEDDING_MODEL), the cosine ranking is fused
+with BM25's by reciprocal rank (k = 60). Each hit keeps its margin: its cosine over the
+question's mean cosine with passages about nothing the business does
+(bot/llm/anchors.py), the dense half of the gate for "nothing relevant"
+(docs/semantic.md). Vectors of another model are left out, never compared.
 """
 
 from __future__ import annotations
@@ -125,6 +128,7 @@ class Hit:
     bm25_rank: int | None  # 1 = best among all chunks; None: no word in common
     similarity: float | None = None  # cosine with the question's vector (with embeddings)
     vector_rank: int | None = None
+    margin: float | None = None  # the cosine over the question's mean cosine with every chunk
     fused: float = 0.0  # reciprocal rank fusion's score (the order of the hits)
 
 
@@ -142,9 +146,13 @@ class _Language:
 class KnowledgeIndex:
     """Every chunk of one knowledge-base version, searchable by words and (optionally) vector."""
 
-    def __init__(self, version: str, chunks: Sequence[StoredChunk], default_language: str | None = None) -> None:
+    def __init__(
+        self, version: str, chunks: Sequence[StoredChunk], default_language: str | None = None, model: str = "",
+        anchors: Sequence[tuple[bytes, str]] = (),
+    ) -> None:
         started = time.perf_counter()
         self.version = version
+        self.model = model  # the embedding model whose vectors are searched ("" for none)
         self.chunks = list(chunks)
         self.default_language = default_language
         groups: dict[str | None, list[int]] = {}
@@ -153,7 +161,8 @@ class KnowledgeIndex:
                 groups.setdefault(language, []).append(position)
         self.languages = {lang: self._build(lang, positions) for lang, positions in groups.items()}
 
-        self.vectors = self._vectors()
+        self.vectors, self.vector_positions = self._vectors()
+        self.anchors = self._anchors(anchors)
         self.build_s = time.perf_counter() - started
 
     def _languages_of(self, chunk: StoredChunk) -> list[str | None]:
@@ -174,21 +183,43 @@ class KnowledgeIndex:
         # asks for something the documents may not cover.
         return _Language(tokenizer, positions, bm25, idf, max(idf.values(), default=0.0))
 
-    def _vectors(self) -> np.ndarray | None:
-        """Return the chunk vectors as one normalized matrix, or None unless every chunk has one."""
-        if not self.chunks or any(c.vector is None for c in self.chunks):
+    def _vectors(self) -> tuple[np.ndarray | None, np.ndarray]:
+        """Return the normalized vectors of the chunks embedded by the current model (one
+        row each), and the chunk position of each row; (None, []) when there are none."""
+        rows, positions = [], []
+        for position, chunk in enumerate(self.chunks):
+            if chunk.vector is None or not self.model or chunk.vector_model != self.model:
+                continue
+            rows.append(np.frombuffer(chunk.vector, dtype=np.float32))
+            positions.append(position)
+        width = Counter(row.shape[0] for row in rows).most_common(1)
+        if not width:
+            return None, np.zeros(0, dtype=np.int64)
+        keep = [i for i, row in enumerate(rows) if row.shape[0] == width[0][0]]
+        matrix = np.vstack([rows[i] for i in keep])
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1, norms), np.array([positions[i] for i in keep], dtype=np.int64)
+
+    def _anchors(self, anchors: Sequence[tuple[bytes, str]]) -> np.ndarray | None:
+        """Return the baseline passages' normalized vectors of the current model, or None."""
+        if self.vectors is None:
             return None
-        rows = [np.frombuffer(c.vector, dtype=np.float32) for c in self.chunks if c.vector is not None]
-        if len({row.shape for row in rows}) != 1:
+        rows = [np.frombuffer(v, dtype=np.float32) for v, model in anchors if model == self.model]
+        rows = [row for row in rows if row.shape[0] == self.vectors.shape[1]]
+        if not rows:
             return None
         matrix = np.vstack(rows)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return matrix / np.where(norms == 0, 1, norms)
+        return matrix / np.where((norms := np.linalg.norm(matrix, axis=1, keepdims=True)) == 0, 1, norms)
 
     @property
     def has_vectors(self) -> bool:
-        """True when every chunk has a vector (the knowledge base was embedded)."""
+        """True when chunks of the current model's vectors are searchable by meaning."""
         return self.vectors is not None
+
+    @property
+    def missing_vectors(self) -> int:
+        """Return how many chunks have no vector of the current model (`kb reembed` fills them)."""
+        return len(self.chunks) - len(self.vector_positions)
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -223,21 +254,36 @@ class KnowledgeIndex:
                     found[position] = scored
         return found
 
-    def search(self, question: str, limit: int = 10, question_vector: bytes | None = None) -> list[Hit]:
+    def search(
+        self, question: str, limit: int = 10, question_vector: bytes | Callable[[], bytes | None] | None = None
+    ) -> list[Hit]:
         """Return the best chunks for a question, best first: BM25 alone, or fused with the
-        vector ranking by reciprocal rank when the question's vector is given."""
+        vector ranking by reciprocal rank when the question's vector is given (or a callable
+        that returns it, read after BM25 has run: the embedding works meanwhile)."""
         lexical = self.lexical(question)
+        if callable(question_vector):
+            question_vector = question_vector() if self.vectors is not None else None
         lexical_order = sorted(lexical, key=lambda p: (-lexical[p][1], p))
         bm25_rank = {p: rank for rank, p in enumerate(lexical_order, start=1)}
         similarity: dict[int, float] = {}
         vector_rank: dict[int, int] = {}
+        margin: dict[int, float] = {}
         if question_vector is not None and self.vectors is not None:
             query = np.frombuffer(question_vector, dtype=np.float32)
             if query.shape[0] == self.vectors.shape[1] and np.linalg.norm(query) > 0:
-                sims = self.vectors @ (query / np.linalg.norm(query))
-                order = np.argsort(-sims, kind="stable")[:FUSION_DEPTH]
-                vector_rank = {int(p): rank for rank, p in enumerate(order, start=1)}
-                similarity = {int(p): float(sims[p]) for p in order}
+                query = query / np.linalg.norm(query)
+                sims = self.vectors @ query
+                # The question's mean cosine with passages about nothing the business does
+                # (bot/llm/anchors.py); with none stored, with every chunk.
+                baseline = float((self.anchors @ query).mean() if self.anchors is not None else sims.mean())
+                depth = min(FUSION_DEPTH, len(sims))
+                top = np.argpartition(-sims, depth - 1)[:depth]
+                order = top[np.argsort(-sims[top], kind="stable")]
+                for rank, row in enumerate(order, start=1):
+                    position = int(self.vector_positions[row])
+                    vector_rank[position] = rank
+                    similarity[position] = float(sims[row])
+                    margin[position] = float(sims[row]) - baseline
         candidates = set(lexical_order[:FUSION_DEPTH]) | set(vector_rank)
 
         def fused(p: int) -> float:
@@ -245,7 +291,7 @@ class KnowledgeIndex:
 
         hits = [
             Hit(self.chunks[p], *lexical.get(p, (0.0, 0.0)), bm25_rank.get(p), similarity.get(p), vector_rank.get(p),
-                fused(p))
+                margin.get(p), fused(p))
             for p in candidates
         ]
         hits.sort(key=lambda h: (-h.fused, -h.score, h.chunk.id))

@@ -21,6 +21,7 @@ import structlog
 from bot.config import Settings
 from bot.config.knowledge import LANGUAGES
 from bot.exceptions import BotError, LLMUnavailable
+from bot.llm.anchors import anchor_vectors
 from bot.knowledge.chunking import Chunk, chunk_document
 from bot.knowledge.extract import ExtractionError, extract, kind_of
 from bot.llm.embeddings import Embedder
@@ -162,6 +163,10 @@ class Library:
             return AddResult("unchanged", existing)
         stored = [chunk_json(c.text, c.tokens) for c in chunks]
         vectors = self._embed(name, chunks)
+        if vectors is None:
+            model = ""  # no vectors: a later add or `kb reembed` embeds it
+        else:
+            self._ensure_anchors()
         now = time.time()
         record = DocRecord(
             id=doc_id, title=title, source=source, kind=kind, language=language, sha256=sha, chunks=len(chunks),
@@ -203,6 +208,49 @@ class Library:
             candidate, n = f"{base}-{n}", n + 1
         return candidate
 
+    def reembed(self, actor: str = "cli", force: bool = False) -> dict[str, int]:
+        """Embed again, with the current model, every document whose vectors came from another
+        model or are missing (all of them with force), and the gate's baseline passages.
+        Returns how many documents were re-embedded, and how many were already current."""
+        if self.embedder is None:
+            raise KnowledgeError("EMBEDDING_MODEL=off: there is no model to embed with")
+        model, done, current = self.embedder.model, 0, 0
+        self._ensure_anchors(force=force)
+        for doc in self.documents():
+            if doc.embedding_model == model and not force:
+                current += 1
+                continue
+            stored = self.store.document_chunks(doc)
+            try:
+                vectors = self.embedder.embed([c.text for c in stored], deadline_s=EMBED_DEADLINE_S,
+                                              purpose="knowledge_index")
+            except LLMUnavailable as err:
+                raise KnowledgeError(f"{doc.id}: the embeddings failed ({err}); {done} re-embedded so far") from err
+            texts = [vector_text(v, model) for v in vectors]
+            # vectors of the same size replace the old ones; a document without any gains them
+            size = doc.bytes if doc.embedding_model else doc.bytes + sum(len(t) + len(doc.id) + 6 for t in texts)
+            record = replace(doc, embedding_model=model, updated_at=time.time(), bytes=size)
+            result = self.store.put(record, [chunk_json(c.text, c.tokens) for c in stored], texts,
+                                    max_chunks=self.settings.KNOWLEDGE_MAX_CHUNKS,
+                                    max_bytes=self.settings.KNOWLEDGE_MAX_BYTES)
+            if result.status not in ("stored", "unchanged"):
+                raise KnowledgeError(f"{doc.id}: {result.status.replace('_', ' ')} with its vectors; "
+                                     f"{done} re-embedded so far")
+            done += 1
+            log.info("audit.kb_reembedded", actor=actor, doc=doc.id, model=model, chunks=len(stored),
+                     version=result.version)
+        return {"reembedded": done, "current": current}
+
+    def _ensure_anchors(self, force: bool = False) -> None:
+        """Embed the dense gate's baseline passages (bot/llm/anchors.py) once per model."""
+        if self.embedder is None or (self.store.anchors_model() == self.embedder.model and not force):
+            return
+        try:
+            vectors = anchor_vectors(self.embedder, EMBED_DEADLINE_S)
+        except LLMUnavailable:
+            return  # logged by the embedder; the next document (or `kb reembed`) tries again
+        self.store.put_anchors([vector_text(v, self.embedder.model) for v in vectors])
+
     def _embed(self, name: str, chunks: list[Chunk]) -> list[str] | None:
         """Return the chunks' vectors as stored, or None without embeddings."""
         if self.embedder is None:
@@ -210,5 +258,8 @@ class Library:
         try:
             vectors = self.embedder.embed([c.text for c in chunks], deadline_s=EMBED_DEADLINE_S, purpose="knowledge_index")
         except LLMUnavailable as err:
-            raise KnowledgeError(f"{name}: the embeddings failed ({err}); nothing was changed") from err
-        return [vector_text(v) for v in vectors]
+            # Words still find it; `kb reembed` adds the vectors once the model answers.
+            log.warning("knowledge.stored_without_vectors", document=name, model=self.embedder.model,
+                        error=str(err)[:200], detail="found by words alone until `kb reembed`")
+            return None
+        return [vector_text(v, self.embedder.model) for v in vectors]

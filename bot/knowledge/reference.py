@@ -2,9 +2,12 @@
 fenced REFERENCE (advisory) block that carries them.
 
 The best hits in order, while the block stays within its token share; the last one that
-does not fit whole is cut at a sentence. A hit below KNOWLEDGE_MIN_SCORE (and, with
-embeddings, below EMBEDDING_MIN_SIMILARITY) is never picked: an unrelated question
-carries no reference at all. Every hit considered keeps the reason it was or was not
+does not fit whole is cut at a sentence. A hit is picked only through the gate for
+"nothing relevant" (docs/semantic.md). By words alone (no vectors, or the message's
+embedding failed): its words cover KNOWLEDGE_MIN_SCORE of the question. With its margin
+(its cosine over its mean cosine with passages about nothing the business does): its words cover
+HYBRID_MIN_SCORE, or its meaning stands KNOWLEDGE_MIN_MARGIN out, or both rankers agree
+(AGREE_MARGIN and AGREE_SCORE). An unrelated question carries no reference at all. Every hit considered keeps the reason it was or was not
 picked, for inspect and the admin preview.
 """
 
@@ -14,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.config.knowledge import AGREE_MARGIN, AGREE_SCORE, HYBRID_MIN_SCORE
 from bot.knowledge.index import Hit
 from bot.llm.tokens import TokenCounter
 from bot.memory.fence import REFERENCE_HEADER, fenced, inert
@@ -84,6 +88,7 @@ class Reference:
                     "bm25_rank": c.hit.bm25_rank,
                     "similarity": None if c.hit.similarity is None else round(c.hit.similarity, 3),
                     "vector_rank": c.hit.vector_rank,
+                    "margin": None if c.hit.margin is None else round(c.hit.margin, 3),
                     "fused": round(c.hit.fused, 5),
                 }
                 for c in self.considered
@@ -98,11 +103,16 @@ def render_reference(passages: list[str]) -> str:
     return fenced(REFERENCE_HEADER, REFERENCE_PREAMBLE, REFERENCE_FENCE, [inert(p) for p in passages])
 
 
-def eligible(hit: Hit, min_score: float, min_similarity: float) -> bool:
-    """True when a hit covers enough of the question, by its words or by its vector."""
-    if hit.bm25_rank is not None and hit.score >= min_score:
+def eligible(hit: Hit, min_score: float, min_margin: float) -> bool:
+    """True when a hit passes the gate: by its words alone when it has no margin (it covers
+    min_score of the question), else by its words, its meaning, or both rankers agreeing."""
+    score = hit.score if hit.bm25_rank is not None else 0.0
+    if hit.margin is None:
+        return score >= min_score
+    if min_score == float("-inf"):  # a re-pick of hits already through the gate
         return True
-    return hit.similarity is not None and hit.similarity >= min_similarity
+    return (score >= max(min_score, HYBRID_MIN_SCORE) or hit.margin >= min_margin
+            or (hit.margin >= AGREE_MARGIN and score >= AGREE_SCORE))
 
 
 def cut_at_sentence(text: str, max_tokens: int, counter: TokenCounter) -> str:
@@ -123,7 +133,7 @@ class Limits:
 
     max_tokens: int
     min_score: float
-    min_similarity: float
+    min_margin: float
     top_k: int
 
 
@@ -134,7 +144,7 @@ def pick(hits: list[Hit], counter: TokenCounter, limits: Limits) -> tuple[list[P
     frame = counter.message_cost("system", render_reference([""]))
     used = frame
     for hit in hits:
-        if not eligible(hit, limits.min_score, limits.min_similarity):
+        if not eligible(hit, limits.min_score, limits.min_margin):
             considered.append(Considered(hit, "below_min_score"))
             continue
         if len(picked) >= limits.top_k:
@@ -173,5 +183,5 @@ def shrink(reference: Reference, counter: TokenCounter, max_tokens: int) -> Refe
     if reference.tokens <= max_tokens:
         return reference
     hits = [p.hit for p in reference.picked]
-    limits = Limits(max_tokens, min_score=float("-inf"), min_similarity=float("-inf"), top_k=len(hits))
+    limits = Limits(max_tokens, min_score=float("-inf"), min_margin=float("-inf"), top_k=len(hits))
     return build_reference(reference.query, reference.version, hits, counter, limits, reference.embedded)

@@ -1,15 +1,17 @@
 """Retrieval on the message path: each process keeps one index of the knowledge base and
 rebuilds it when the version moves on (the claim reads the version in its own round trip).
 
-A question costs no Redis round trip and no model call while the version stands, except
-the question's embedding when EMBEDDING_MODEL is set (one call, EMBEDDING_DEADLINE_S;
-past it, or on any failure, BM25 alone serves).
+A question costs no Redis round trip and no model call while the version stands: on the
+message path its vector is the turn's own (bot/llm/embeddings.py MessageVector, asked for
+once and shared with memory), read only after BM25 has run; past EMBEDDING_DEADLINE_S, or
+on any failure, BM25 alone serves.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
 import structlog
 
@@ -18,13 +20,9 @@ from bot.config.knowledge import KNOWLEDGE_TOP_K
 from bot.exceptions import LLMUnavailable
 from bot.knowledge.index import KnowledgeIndex
 from bot.knowledge.reference import Limits, Reference, build_reference
-from bot.llm.embeddings import Embedder
+from bot.llm.embeddings import Embedder, message_focus
 from bot.llm.tokens import TokenCounter
-from bot.observability.metrics import (
-    KNOWLEDGE_EMBEDDINGS,
-    KNOWLEDGE_INDEX_BUILD_SECONDS,
-    KNOWLEDGE_INDEX_VERSION,
-)
+from bot.observability.metrics import KNOWLEDGE_INDEX_BUILD_SECONDS, KNOWLEDGE_INDEX_VERSION
 from bot.storage.knowledge import KnowledgeStore
 
 log = structlog.get_logger(__name__)
@@ -44,7 +42,7 @@ class Retriever:
         self.settings = settings
         self.embedder = embedder
         self.limits = Limits(settings.KNOWLEDGE_MAX_TOKENS, settings.KNOWLEDGE_MIN_SCORE,
-                             settings.EMBEDDING_MIN_SIMILARITY, KNOWLEDGE_TOP_K)
+                             settings.KNOWLEDGE_MIN_MARGIN, KNOWLEDGE_TOP_K)
         self._index: KnowledgeIndex | None = None
         self._lock = threading.Lock()
 
@@ -67,36 +65,47 @@ class Retriever:
                 return index
             started = time.perf_counter()
             snapshot = self.store.snapshot(vectors=self.embedder is not None)
-            index = KnowledgeIndex(snapshot.version, snapshot.chunks, self.settings.KNOWLEDGE_LANGUAGE)
+            index = KnowledgeIndex(snapshot.version, snapshot.chunks, self.settings.KNOWLEDGE_LANGUAGE,
+                                   model=self.embedder.model if self.embedder is not None else "",
+                                   anchors=snapshot.anchors)
             self._index = index
             elapsed = time.perf_counter() - started
         KNOWLEDGE_INDEX_BUILD_SECONDS.observe(elapsed)
         KNOWLEDGE_INDEX_VERSION.labels(index="knowledge").set(int(index.version) if index.version.isdigit() else 0)
         log.info("knowledge.index_built", version=index.version, chunks=len(index),
-                 vectors=index.has_vectors, ms=round(elapsed * 1000, 1))
+                 vectors=len(index.vector_positions), ms=round(elapsed * 1000, 1))
+        if self.embedder is not None and index.missing_vectors:
+            log.warning("knowledge.vectors_missing", chunks=index.missing_vectors, model=self.embedder.model,
+                        detail="these chunks are found by words alone until `kb reembed`")
         return index
 
     def question_vector(self, index: KnowledgeIndex, question: str, deadline_s: float) -> bytes | None:
-        """Return the question's vector, or None (no embeddings, or the call failed)."""
-        if self.embedder is None or not index.has_vectors:
+        """Return the question's vector, asked for now (previews, the eval), or None."""
+        if self.embedder is None or not index.has_vectors or deadline_s <= 0.05:
             return None
         try:
-            vector = self.embedder.embed([question], deadline_s=deadline_s, purpose="knowledge")[0]
+            return self.embedder.embed([message_focus(question)], deadline_s=deadline_s, purpose="knowledge",
+                                       kind="query")[0]
         except LLMUnavailable as err:
-            KNOWLEDGE_EMBEDDINGS.labels(outcome="failed").inc()
-            log.warning("knowledge.embedding_failed", error=str(err))
+            log.warning("knowledge.embedding_failed", error=str(err)[:200])
             return None
-        KNOWLEDGE_EMBEDDINGS.labels(outcome="ok").inc()
-        return vector
 
-    def search(self, question: str, index: KnowledgeIndex, deadline_s: float | None = None) -> Reference:
-        """Return what would be injected for a question, and why each hit was or was not."""
-        budget = self.settings.EMBEDDING_DEADLINE_S
-        if deadline_s is not None:
-            budget = min(budget, deadline_s)
-        vector = self.question_vector(index, question, budget) if budget > 0.05 else None
-        hits = index.search(question, limit=CONSIDERED, question_vector=vector)
-        return build_reference(question, index.version, hits, self.counter, self.limits, embedded=vector is not None)
+    def search(
+        self, question: str, index: KnowledgeIndex, deadline_s: float | None = None,
+        vector: Callable[[], bytes | None] | None = None,
+    ) -> Reference:
+        """Return what would be injected for a question, and why each hit was or was not.
+        `vector` gives the question's vector (the turn's, read after BM25); without it the
+        question is embedded here, within deadline_s."""
+        if vector is None:
+            budget = self.settings.EMBEDDING_DEADLINE_S if deadline_s is None else min(
+                self.settings.EMBEDDING_DEADLINE_S, deadline_s)
+            hits = index.search(question, limit=CONSIDERED,
+                                question_vector=lambda: self.question_vector(index, question, budget))
+        else:
+            hits = index.search(question, limit=CONSIDERED, question_vector=vector if index.has_vectors else None)
+        embedded = any(h.margin is not None for h in hits)
+        return build_reference(question, index.version, hits, self.counter, self.limits, embedded=embedded)
 
     def preview(self, question: str) -> Reference:
         """Return what a message would get now (the operator's `kb search` and previews)."""

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from bot.knowledge.library import KnowledgeError
 from bot.knowledge.reference import Reference
+from bot.ops.dev_evals import run_dev_eval
 from bot.services import Services
 
 
@@ -39,6 +40,14 @@ def kb_add(services: Services, args: argparse.Namespace) -> int:
               + (f", {doc.language}" if doc.language else ""))
     if not results:
         print("no readable files (.md, .txt, .html, .pdf) found")
+    return 0
+
+
+def kb_reembed(services: Services, args: argparse.Namespace) -> int:
+    """Embed again the documents whose vectors came from another model (or none)."""
+    counts = services.library.reembed(force=args.all)
+    model = services.settings.EMBEDDING_MODEL
+    print(f"re-embedded {counts['reembedded']} document(s) with {model}; {counts['current']} already were")
     return 0
 
 
@@ -113,7 +122,7 @@ def print_reference(reference: Reference) -> None:
 
 
 ACTIONS: dict[str, Callable[[Services, argparse.Namespace], int]] = {
-    "add": kb_add, "list": kb_list, "show": kb_show, "remove": kb_remove, "search": kb_search,
+    "add": kb_add, "list": kb_list, "show": kb_show, "remove": kb_remove, "search": kb_search, "reembed": kb_reembed,
 }
 
 
@@ -134,6 +143,8 @@ def add_parsers(sub: Any, e164: Callable[[str], str]) -> None:
     show.add_argument("--json", action="store_true", help="print JSON")
     remove = actions.add_parser("remove", help="remove one document")
     remove.add_argument("doc_id")
+    reembed = actions.add_parser("reembed", help="embed again with EMBEDDING_MODEL (after changing it)")
+    reembed.add_argument("--all", action="store_true", help="every document, not only those of another model")
     search = actions.add_parser("search", help="what a message would get, with scores")
     search.add_argument("question")
     search.add_argument("--json", action="store_true", help="print JSON")
@@ -141,15 +152,5 @@ def add_parsers(sub: Any, e164: Callable[[str], str]) -> None:
 
 
 def cmd_eval_knowledge(services: Services, args: argparse.Namespace) -> int:
-    """`eval knowledge`: retrieval on the labelled set, on a private Redis; exit 1 below target."""
-    try:
-        from bot.dev.knowledge_evaluation import print_knowledge_report, run_knowledge_eval
-    except ImportError as err:  # the development extra
-        print(f"eval needs the development tools ({err.name} is missing): pip install -e '.[dev]'")
-        return 2
-    report = run_knowledge_eval(services, Path(args.data) if args.data else None)
-    if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-    else:
-        print_knowledge_report(report)
-    return 0 if report["targets_met"] else 1
+    """`eval knowledge`: retrieval on the labelled sets, on a private Redis; exit 1 below target."""
+    return run_dev_eval(services, args, "knowledge_evaluation", "run_knowledge_eval", "print_knowledge_report")

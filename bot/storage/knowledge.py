@@ -4,7 +4,8 @@ Keys (bot/storage/keys.py, hash tag ``{kb}``, no TTL):
 ``knowledge:{kb}:meta`` hash ``version``, ``chunks``, ``bytes``;
 ``knowledge:{kb}:docs`` hash document id -> record JSON (DocRecord);
 ``knowledge:{kb}:chunks`` hash ``<id>#<n>`` -> ``{"t": text, "k": tokens}``;
-``knowledge:{kb}:vectors`` hash ``<id>#<n>`` -> base64 float32 (only with embeddings).
+``knowledge:{kb}:vectors`` hash ``<id>#<n>`` -> ``<model>|<base64 float32>`` (the model
+named with every vector: vectors of two models are never compared).
 Every change goes through one script (lua/kb_put.lua, lua/kb_remove.lua) that checks the
 caps, writes everything or nothing, and moves the version on.
 """
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import redis
 
 from bot.exceptions import StoreUnavailable
-from bot.storage.keys import KB_CHUNKS_KEY, KB_DOCS_KEY, KB_META_KEY, KB_VECTORS_KEY
+from bot.storage.keys import KB_ANCHOR_PREFIX, KB_CHUNKS_KEY, KB_DOCS_KEY, KB_META_KEY, KB_VECTORS_KEY
 from bot.storage.records import as_int, flat_to_dict, text
 from bot.storage.scripts import Scripts
 
@@ -71,6 +72,7 @@ class StoredChunk:
     text: str
     tokens: int
     vector: bytes | None = None  # float32, native order
+    vector_model: str = ""  # the model the vector came from
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class KnowledgeSnapshot:
     version: str
     docs: dict[str, DocRecord]
     chunks: list[StoredChunk]
+    anchors: list[tuple[bytes, str]] = field(default_factory=list)  # the gate's baseline: (vector, model)
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,21 @@ def chunk_json(text_: str, tokens: int) -> str:
     return json.dumps({"t": text_, "k": tokens}, ensure_ascii=False, separators=(",", ":"))
 
 
-def vector_text(vector: bytes) -> str:
-    """Return a vector's stored form (base64: Lua scripts pass text, not bytes)."""
-    return base64.b64encode(vector).decode("ascii")
+def vector_text(vector: bytes, model: str) -> str:
+    """Return a vector's stored form: its model, then base64 (Lua scripts pass text, not bytes)."""
+    return f"{model}|{base64.b64encode(vector).decode('ascii')}"
+
+
+def read_vector(raw: Any, default_model: str = "") -> tuple[bytes | None, str]:
+    """Return a stored vector and its model (one stored bare, before models were named with
+    each vector, takes its document's); (None, "") when unreadable."""
+    if raw is None:
+        return None, ""
+    model, sep, body = text(raw).rpartition("|")
+    try:
+        return base64.b64decode(body, validate=True), model if sep else default_model
+    except ValueError:
+        return None, ""
 
 
 def _chunk_order(chunk_id: str) -> tuple[str, int]:
@@ -167,6 +182,23 @@ class KnowledgeStore:
             return PutResult(status, version=value)
         return PutResult(status, total=as_int(value))
 
+    def anchors_model(self) -> str:
+        """Return the model the gate's baseline passages were embedded with ("" for none)."""
+        try:
+            raw = self.client.hget(KB_VECTORS_KEY, f"{KB_ANCHOR_PREFIX}1")
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        return read_vector(raw)[1] if raw is not None else ""
+
+    def put_anchors(self, vectors: list[str]) -> None:
+        """Store the gate's baseline passages' vectors (vector_text), replacing any before;
+        the next document's version move makes every index read them."""
+        fields = {f"{KB_ANCHOR_PREFIX}{n}": v for n, v in enumerate(vectors, start=1)}
+        try:
+            self.client.hset(KB_VECTORS_KEY, mapping=fields)
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
     def remove(self, doc_id: str) -> tuple[bool, str]:
         """Remove a document and its chunks; return whether it existed, and the version."""
         status, version = self.scripts.run("kb_remove", _KEYS, {"id": doc_id})
@@ -177,13 +209,14 @@ class KnowledgeStore:
         version, flat_docs, flat_chunks, flat_vectors = self.scripts.run("kb_snapshot", _KEYS, {"vectors": vectors})
         docs = {d.id: d for d in (DocRecord.from_json(v) for v in flat_to_dict(flat_docs).values()) if d}
         vecs = flat_to_dict(flat_vectors) if vectors else {}
+        anchors = [read_vector(v) for k, v in sorted(vecs.items()) if k.startswith(KB_ANCHOR_PREFIX)]
         chunks: list[StoredChunk] = []
         for chunk_id, raw in sorted(flat_to_dict(flat_chunks).items(), key=lambda kv: _chunk_order(kv[0])):
             doc = docs.get(_chunk_order(chunk_id)[0])
             chunk = _chunk(chunk_id, raw, doc, vecs.get(chunk_id)) if doc else None
             if chunk is not None:
                 chunks.append(chunk)
-        return KnowledgeSnapshot(text(version) or "0", docs, chunks)
+        return KnowledgeSnapshot(text(version) or "0", docs, chunks, [(v, m) for v, m in anchors if v is not None])
 
 
 def _chunk(chunk_id: str, raw: Any, doc: DocRecord, vector: Any = None) -> StoredChunk | None:
@@ -195,10 +228,5 @@ def _chunk(chunk_id: str, raw: Any, doc: DocRecord, vector: Any = None) -> Store
         body, tokens = str(data["t"]), int(data["k"])
     except (ValueError, TypeError, KeyError):
         return None
-    vec = None
-    if vector is not None:
-        try:
-            vec = base64.b64decode(vector, validate=True)
-        except ValueError:
-            vec = None
-    return StoredChunk(chunk_id, doc.id, doc.title, doc.language, body, tokens, vec)
+    vec, model = read_vector(vector, doc.embedding_model)
+    return StoredChunk(chunk_id, doc.id, doc.title, doc.language, body, tokens, vec, model)

@@ -56,7 +56,7 @@ def test_an_operator_adds_a_document_finds_it_in_a_search_and_removes_it(  # typ
     knowledge.flash("Unchanged opening-hours (3 chunks)")
 
     knowledge.search("When do you open on Sunday?")
-    expect(knowledge.results()).to_contain_text("BM25 only")
+    expect(knowledge.results()).to_contain_text("BM25 and embeddings, fused by rank")
     first = knowledge.injected().first
     expect(first).to_contain_text("On Sunday we open at 09:00 and close at 18:00.")
     expect(first.get_by_role("link", name="opening-hours#3")).to_be_visible()
@@ -65,7 +65,7 @@ def test_an_operator_adds_a_document_finds_it_in_a_search_and_removes_it(  # typ
     shoot(page, "knowledge")
 
     knowledge.search("Tell me a joke about penguins")
-    expect(knowledge.results()).to_contain_text("Nothing would be injected: no chunk reaches KNOWLEDGE_MIN_SCORE")
+    expect(knowledge.results()).to_contain_text("Nothing would be injected: no chunk is close enough by words or by meaning")
     expect(knowledge.injected()).to_have_count(0)
 
     knowledge.document_row("Opening hours").get_by_role("link", name="Opening hours").click()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.conversation.pipeline import Pipeline
 from bot.services import Services
 
-STEPS = ("claim", "command", "rate-limit", "media", "handover", "entities", "task", "knowledge", "memory", "prompt",
+STEPS = ("claim", "command", "rate-limit", "media", "handover", "entities", "task", "embed", "knowledge", "memory", "prompt",
          "load-shed",
          "model", "judge", "commit", "activity", "hand-off")
 

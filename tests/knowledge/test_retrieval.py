@@ -54,12 +54,12 @@ def test_the_pick_keeps_the_budget_cuts_at_a_sentence_and_explains_itself() -> N
     long = chunk("policy#1", "Policy › Refunds\n" + " ".join(
         f"Refund rule {i} applies to every cake order placed online." for i in range(1, 30)))
     hits = KnowledgeIndex("1", [long, *CHUNKS]).search("refund for a cake order")
-    reference = build_reference("q", "1", hits, COUNTER, Limits(120, min_score=0.3, min_similarity=0.5, top_k=3))
+    reference = build_reference("q", "1", hits, COUNTER, Limits(120, min_score=0.3, min_margin=0.1, top_k=3))
     assert reference.tokens <= 120 and reference.picked[0].cut
     assert reference.picked[0].text.endswith("online.") and reference.picked[0].tokens >= MIN_CUT_TOKENS
     assert reference.considered[0].reason == "cut_to_fit"
     assert shrink(reference, COUNTER, 10).picked == []  # no room: nothing rather than a stub
-    none = build_reference("q", "1", hits, COUNTER, Limits(250, min_score=5.0, min_similarity=0.5, top_k=3))
+    none = build_reference("q", "1", hits, COUNTER, Limits(250, min_score=5.0, min_margin=0.1, top_k=3))
     assert none.block == "" and {c.reason for c in none.considered} == {"below_min_score"}
 
 
@@ -81,10 +81,14 @@ def test_embeddings_are_fused_by_rank_and_a_failure_leaves_bm25(redis_client, se
     assert not fallback.embedded and fallback.picked[0].hit.chunk.id == "faq#1"
     with pytest.raises(LLMUnavailable):
         broken.embed(["x"], deadline_s=1.0, purpose="test")
-    # adding needs the embeddings: a failure changes nothing
-    with pytest.raises(KnowledgeError, match="nothing was changed"):
-        Library(store, COUNTER, settings, broken).add(b"# New\n\nText.", source="new.md")
-    assert set(store.documents()) == {"faq"}
+    # the model is down while a document is added: it is stored for words alone...
+    added = Library(store, COUNTER, settings, broken).add(b"# New\n\nOur bikes are red.", source="new.md")
+    assert added.doc.embedding_model == "" and set(store.documents()) == {"faq", "new"}
+    assert Retriever(store, COUNTER, settings, embedder).preview("red bikes").picked[0].hit.chunk.id == "new#1"
+    # ...and `kb reembed` gives it vectors once the model answers; the rest were current
+    assert library.reembed() == {"reembedded": 1, "current": 1}
+    assert all(c.vector and c.vector_model == "standin-embedding" for c in store.snapshot(vectors=True).chunks)
+    assert library.reembed() == {"reembedded": 0, "current": 2}
 
 
 def test_the_library_replaces_by_path_or_title_and_keeps_ids(redis_client, settings) -> None:  # type: ignore[no-untyped-def]

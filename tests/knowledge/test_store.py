@@ -76,13 +76,31 @@ def test_a_cap_refuses_and_writes_nothing(redis_client: redis.Redis) -> None:
 
 def test_vectors_travel_with_their_chunks(redis_client: redis.Redis) -> None:
     store = KnowledgeStore(redis_client)
-    vectors = [vector_text(bytes([i]) * 8) for i in range(2)]
+    vectors = [vector_text(bytes([i]) * 8, "m") for i in range(2)]
     store.put(record(embedding_model="m"), texts(2), vectors, max_chunks=10, max_bytes=10_000)
     assert [c.vector for c in store.snapshot(vectors=True).chunks] == [bytes([0]) * 8, bytes([1]) * 8]
+    assert {c.vector_model for c in store.snapshot(vectors=True).chunks} == {"m"}  # the model, with each vector
     assert all(c.vector is None for c in store.snapshot(vectors=False).chunks)
     store.put(record(sha="d" * 64, embedding_model="m", chunks=1), texts(1), vectors[:1], max_chunks=10, max_bytes=10_000)
     assert len(store.snapshot(vectors=True).chunks) == 1
     assert redis_client.hlen("knowledge:{kb}:vectors") == 1
+
+
+def test_a_vector_stored_bare_takes_its_documents_model(redis_client: redis.Redis) -> None:
+    store = KnowledgeStore(redis_client)
+    store.put(record(embedding_model="old"), texts(1), [vector_text(b"\x01" * 8, "old").split("|")[1]],
+              max_chunks=10, max_bytes=10_000)
+    assert [(c.vector, c.vector_model) for c in store.snapshot(vectors=True).chunks] == [(b"\x01" * 8, "old")]
+
+
+def test_the_gates_baseline_is_kept_apart_from_the_chunks(redis_client: redis.Redis) -> None:
+    store = KnowledgeStore(redis_client)
+    store.put(record(embedding_model="m"), texts(1), [vector_text(b"\x00" * 8, "m")], max_chunks=10, max_bytes=10_000)
+    assert store.anchors_model() == ""
+    store.put_anchors([vector_text(b"\x02" * 8, "m"), vector_text(b"\x03" * 8, "m")])
+    snapshot = store.snapshot(vectors=True)
+    assert store.anchors_model() == "m" and len(snapshot.chunks) == 1
+    assert snapshot.anchors == [(b"\x02" * 8, "m"), (b"\x03" * 8, "m")]
 
 
 def test_many_chunks_are_written_in_batches(redis_client: redis.Redis) -> None:

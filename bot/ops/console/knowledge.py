@@ -99,8 +99,9 @@ def explain(reason: str) -> str:
     """Return why a considered chunk was or was not injected, in the settings' words."""
     s = settings()
     below = f"score below KNOWLEDGE_MIN_SCORE ({s.KNOWLEDGE_MIN_SCORE:g})"
-    if s.EMBEDDING_MODEL:
-        below += f" and similarity below EMBEDDING_MIN_SIMILARITY ({s.EMBEDDING_MIN_SIMILARITY:g})"
+    if s.embeddings_on:
+        below = ("not close enough by words or by meaning (its words, its margin over unrelated "
+                 f"passages below KNOWLEDGE_MIN_MARGIN {s.KNOWLEDGE_MIN_MARGIN:g}, or both)")
     return {
         "picked": "injected",
         "cut_to_fit": "injected, cut at a sentence to fit",
@@ -124,6 +125,9 @@ def search_result(question: str, documents: int) -> dict[str, Any]:
         empty = ""
     elif not documents:
         empty = "Nothing would be injected: the knowledge base holds no documents."
+    elif all(c["reason"] == "below_min_score" for c in considered) and result["embedded"]:
+        empty = (f"Nothing would be injected: no chunk is close enough by words or by meaning "
+                 f"(KNOWLEDGE_MIN_MARGIN {settings().KNOWLEDGE_MIN_MARGIN:g}).")
     elif all(c["reason"] == "below_min_score" for c in considered):
         empty = (f"Nothing would be injected: no chunk reaches KNOWLEDGE_MIN_SCORE "
                  f"({settings().KNOWLEDGE_MIN_SCORE:g}).")

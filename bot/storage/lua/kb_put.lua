@@ -5,7 +5,7 @@
 -- A: id (the document's id); doc (its record, JSON text); sha (of the source bytes);
 --    model (the embedding model, "" for none); title; language ("" for none);
 --    chunks (list of chunk JSON texts, in order);
---    vectors (list of base64 float32 vectors, one per chunk; absent without embeddings);
+--    vectors (list of "<model>|<base64 float32>" texts, one per chunk; absent without embeddings);
 --    bytes (what the record, chunks and vectors take); max_chunks; max_bytes.
 -- Returns {status, value}: {"stored", version}, {"unchanged", version},
 -- {"too_many_chunks", total after}, {"too_many_bytes", total after}.

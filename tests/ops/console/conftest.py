@@ -11,9 +11,10 @@ from tests.ops.console.support import SECRET, TOKEN, sign_in
 
 
 @pytest.fixture
-def console_settings(make_settings):  # type: ignore[no-untyped-def]
-    """Settings with the console on (ADMIN_TOKEN and CONSOLE_SECRET)."""
-    return make_settings(ADMIN_TOKEN=TOKEN, CONSOLE_SECRET=SECRET)
+def console_settings(make_settings, request):  # type: ignore[no-untyped-def]
+    """Settings with the console on (ADMIN_TOKEN and CONSOLE_SECRET), and any a test gives
+    through indirect parametrization."""
+    return make_settings(ADMIN_TOKEN=TOKEN, CONSOLE_SECRET=SECRET, **getattr(request, "param", {}))
 
 
 @pytest.fixture

@@ -146,6 +146,7 @@ def test_a_file_over_the_cap_is_refused_with_a_message_never_a_500(make_settings
     assert library(app).documents() == [] and not redis_client.keys("knowledge*")
 
 
+@pytest.mark.parametrize("console_settings", [{"EMBEDDING_MODEL": "off"}], indirect=True)  # 200 chunks: words suffice here
 def test_an_upload_may_be_larger_than_the_apps_64_kb_but_no_other_console_form(console_app, console) -> None:  # type: ignore[no-untyped-def]
     body = b"# Menu\n\n" + b"".join(b"## Dish %d\n\nA plate of grilled sardines with bread, number %d.\n\n" % (n, n)
                                     for n in range(1, 1300))
@@ -198,22 +199,23 @@ def test_a_search_shows_what_would_be_injected_and_why(console_app, console) -> 
     library(console_app).add(HOURS, source="hours.md", language="en", actor="test")
     library(console_app).add(FAQ, source="faq.md", language="en", actor="test")
     page = console.get(PAGE, query_string={"q": "When do you open on Sunday?"}).get_data(as_text=True)
-    assert "Search: “When do you open on Sunday?”" in page and "BM25 only" in page
+    assert "Search: “When do you open on Sunday?”" in page and "BM25 and embeddings, fused by rank" in page
     injected = page.split("<h3>Injected")[1].split("<h3>Considered")[0]
     assert 'href="/console/knowledge/opening-hours#chunk-' in injected
     assert "On Sunday we open at 09:00 and close at 18:00." in injected
     considered = page.split("<h3>Considered")[1]
     assert '<span class="badge badge-ok">picked</span>' in considered
     assert '<th scope="col" class="num">BM25 rank</th>' in considered
-    assert "Similarity" not in considered  # no embeddings: no vector columns
+    assert '<th scope="col" class="num">Similarity</th>' in considered  # the local model's columns
 
     page = console.get(PAGE, query_string={"q": "Tell me a joke about penguins"}).get_data(as_text=True)
-    min_score = console_app.config["BOT_SETTINGS"].KNOWLEDGE_MIN_SCORE
-    assert f"Nothing would be injected: no chunk reaches KNOWLEDGE_MIN_SCORE ({min_score:g})." in page
+    margin = console_app.config["BOT_SETTINGS"].KNOWLEDGE_MIN_MARGIN
+    assert f"no chunk is close enough by words or by meaning (KNOWLEDGE_MIN_MARGIN {margin:g})." in page
 
 
 def test_a_search_shows_the_reason_a_chunk_was_left_out(make_settings, redis_client, model) -> None:  # type: ignore[no-untyped-def]
-    app = create_app(make_settings(ADMIN_TOKEN=TOKEN, CONSOLE_SECRET=SECRET, KNOWLEDGE_MIN_SCORE=5.0))
+    app = create_app(make_settings(ADMIN_TOKEN=TOKEN, CONSOLE_SECRET=SECRET, KNOWLEDGE_MIN_SCORE=5.0,
+                                   EMBEDDING_MODEL="off"))
     client = app.test_client()
     sign_in(client)
     library(app).add(HOURS, source="hours.md", language="en", actor="test")

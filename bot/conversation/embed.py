@@ -1,0 +1,43 @@
+"""The embed step: the message's meaning, asked for once per turn (docs/semantic.md).
+
+Runs after `task` and before `knowledge` and `memory`, which share what it starts. The text
+embedded is the resolved task when task extraction is on ("and on Sundays?" after a
+question about hours asks about Sunday's hours), else the message; of a long one (a voice
+note's transcript) the sentences that ask something, from the start, within
+EMBEDDING_MAX_CHARS. A message with no letter or digit
+(an emoji, a sticker's placeholder) costs no embedding. The call starts here and runs while
+the next steps do their lexical work; each reader waits at most until EMBEDDING_DEADLINE_S,
+then falls back to words.
+"""
+
+from __future__ import annotations
+
+from bot.config import Settings
+from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
+from bot.conversation.pipeline import Turn
+from bot.llm.embeddings import Embedder, MessageVector, has_words, message_focus
+from bot.observability.metrics import MESSAGE_EMBEDDINGS
+
+
+class EmbedStep:
+    """Start the message's embedding for the steps that search by meaning."""
+
+    name = "embed"
+    records = False
+
+    def __init__(self, settings: Settings, embedder: Embedder | None) -> None:
+        self.embedder = embedder
+        self.deadline_s = settings.EMBEDDING_DEADLINE_S
+
+    def __call__(self, turn: Turn) -> None:
+        if self.embedder is None or turn.text is None:
+            return
+        text = turn.task.task if turn.task is not None else turn.text
+        if not has_words(text):
+            MESSAGE_EMBEDDINGS.labels(outcome="skipped").inc()
+            return
+        budget = min(self.deadline_s, turn.remaining() - MIN_MODEL_AFTER_MEDIA_S)
+        if budget <= 0.05:
+            MESSAGE_EMBEDDINGS.labels(outcome="timeout").inc()
+            return
+        turn.vector = MessageVector(self.embedder, message_focus(text), budget)
