@@ -15,6 +15,7 @@ import structlog
 from bot.config import DEFAULT_PROMPTS_DIR, MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.config.media import HTTP_MARGIN_S
 from bot.conversation.activity import ActivityStep
+from bot.conversation.embed import EmbedStep
 from bot.conversation.handover import HandoverStep
 from bot.conversation.knowledge import VERSION_FIELD, KnowledgeStep
 from bot.conversation.limits import LoadShedStep, RateLimitStep
@@ -38,13 +39,15 @@ from bot.jobs.queue import JobQueue
 from bot.knowledge.library import Library
 from bot.knowledge.retrieval import Retriever
 from bot.llm.client import LLMClient, make_openai_client
-from bot.llm.embeddings import Embedder
+from bot.llm.embeddings import Embedder, make_embedder
 from bot.llm.prompts import Prompt, load_prompt
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.llm.transcription import Transcriber, make_transcription_client
 from bot.memory.matching import EntityMatcher
+from bot.memory.vectors import FactVectors
 from bot.memory.names import entity_key
 from bot.storage.activity import ActivityStore
+from bot.storage.centers import CenterStore
 from bot.storage.connection import QUEUE_REQUIRED, is_cluster, make_redis
 from bot.storage.context import NO_BYTE_BOUND, ContextStore
 from bot.storage.entities import EntityStore
@@ -99,6 +102,7 @@ class Services:
     knowledge: KnowledgeStore
     library: Library
     retriever: Retriever
+    embedder: Embedder | None = None  # EMBEDDING_MODEL's client (None: off)
 
 
 def build_steps(
@@ -115,6 +119,7 @@ def build_steps(
     activity: ActivityStore | None = None,
     retriever: Retriever | None = None,
     knowledge_rules: Prompt | None = None,
+    embedder: Embedder | None = None,
 ) -> list[Step]:
     """Return the steps of the message path, in order (bot/conversation/pipeline.py).
 
@@ -135,8 +140,9 @@ def build_steps(
         *([HandoverStep(settings, users, users.handover)] if users.handover is not None else []),
         EntityMatchStep(matcher if with_memory else None),
         *([TaskStep(settings, llm, task_prompt)] if task_prompt is not None and with_memory else []),
+        EmbedStep(settings, embedder),
         KnowledgeStep(retriever),
-        MemoryStep(settings, facts, counter),
+        MemoryStep(settings, facts, counter, facts.vectors if facts is not None else None),
         PromptStep(settings, counter, system_prompt, knowledge_rules if retriever is not None else None),
         LoadShedStep(settings.MODEL_CONCURRENCY),
         ModelStep(settings, llm, system_prompt),
@@ -236,7 +242,9 @@ def build_services(
             idle_summary=not full and settings.SUMMARY_IDLE_S > 0,
         ),
     )
-    facts = FactStore(client, facts_ttl_seconds=ttls.facts, session_ttl_seconds=ttls.session)
+    embedder = make_embedder(settings)
+    fact_vectors = FactVectors(embedder, CenterStore(client)) if embedder is not None and not full else None
+    facts = FactStore(client, facts_ttl_seconds=ttls.facts, session_ttl_seconds=ttls.session, vectors=fact_vectors)
     meta = MemoryMetaStore(client, ttl_seconds=ttls.facts)
     # RQ stores pickled payloads, so its connection must not decode responses.
     jobs = JobQueue(
@@ -275,12 +283,11 @@ def build_services(
     if media_source is not None:
         warn_media_room(settings)
     knowledge = KnowledgeStore(client)
-    embedder = Embedder(llm.client, settings.EMBEDDING_MODEL) if settings.EMBEDDING_MODEL else None
     library = Library(knowledge, counter, settings, embedder)
     retriever = Retriever(knowledge, counter, settings, embedder)
     steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher,
                         task_prompt=prompts.task, media_source=media_source, transcriber=transcriber,
-                        activity=activity, retriever=retriever, knowledge_rules=prompts.knowledge)
+                        activity=activity, retriever=retriever, knowledge_rules=prompts.knowledge, embedder=embedder)
     pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
     return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline,
-                    handover, activity, knowledge, library, retriever)
+                    handover, activity, knowledge, library, retriever, embedder)

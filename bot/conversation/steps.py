@@ -24,6 +24,7 @@ from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
 from bot.llm.tokens import TokenCounter
 from bot.memory.selection import MemorySelection, select_memory
+from bot.memory.vectors import FactVectors
 from bot.observability.metrics import MESSAGES
 from bot.storage.context import Claim, CommitResult, Context, ContextStore
 from bot.storage.facts import FactStore
@@ -96,10 +97,13 @@ class MemoryStep:
     name = "memory"
     records = False
 
-    def __init__(self, settings: Settings, facts: FactStore | None, counter: TokenCounter) -> None:
+    def __init__(
+        self, settings: Settings, facts: FactStore | None, counter: TokenCounter, vectors: FactVectors | None = None
+    ) -> None:
         self.settings = settings
         self.facts = facts
         self.counter = counter
+        self.vectors = vectors  # facts by meaning (docs/semantic.md); None: by category
 
     def __call__(self, turn: Turn) -> None:
         if self.facts is None or turn.claim is None or turn.text is None:
@@ -111,17 +115,34 @@ class MemoryStep:
             log.warning("store.unavailable", stage="org_facts", error=str(err))
         if not any(scoped.values()):
             return
-        selection = self._select(scoped, turn)
+        similarity = self._similarity(turn)
+        selection = self._select(scoped, turn, similarity)
         if turn.task is not None and not turn.task.depends_on_user_memory:
             # the task needs no memory: only what keeps the user safe goes in
             safe = {scope: {k: f for k, f in facts.items() if f.category in SAFETY_CATEGORIES}
                     for scope, facts in scoped.items()}
-            full, selection = selection, self._select(safe, turn)
+            full, selection = selection, self._select(safe, turn, similarity)
             turn.prompt_tokens_saved += full.tokens - selection.tokens
-        log.debug("memory.selected", facts=len(selection.selected), dropped=len(selection.dropped), tokens=selection.tokens)
+        log.debug("memory.selected", facts=len(selection.selected), dropped=len(selection.dropped), tokens=selection.tokens,
+                  by_meaning=similarity is not None)
         turn.memory_block = selection.block
 
-    def _select(self, scoped: dict[str, dict[str, Fact]], turn: Turn) -> MemorySelection:
+    def _similarity(self, turn: Turn) -> dict[str, float] | None:
+        """Return each fact's similarity to the message, or None (no vectors: by category)."""
+        stored = turn.memory.vectors
+        if self.vectors is None or turn.vector is None or not stored:
+            return None
+        query = turn.vector.get()
+        if query is None:
+            return None
+        try:
+            return self.vectors.similarities(query, stored) or None
+        except StoreUnavailable as err:  # the model's center could not be read: by category, this once
+            log.warning("store.unavailable", stage="memory_center", error=str(err))
+            return None
+
+    def _select(self, scoped: dict[str, dict[str, Fact]], turn: Turn,
+                similarity: dict[str, float] | None = None) -> MemorySelection:
         assert turn.text is not None
         return select_memory(
             scoped,
@@ -133,6 +154,7 @@ class MemoryStep:
             matches=turn.entity_matches,
             entities=turn.entities,
             related_weight=self.settings.ENTITY_RELATED_WEIGHT,
+            similarity=similarity,
         )
 
 

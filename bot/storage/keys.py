@@ -29,6 +29,7 @@ SESSION_FACTS = KeySpec("session_facts:", "hash", "facts true only for now", "se
 MEMORY = KeySpec("user_memory:", "hash", "opt-out, extraction progress and trigger, stats", "facts")
 ENTITIES = KeySpec("user_entities:", "string", "named entities in the facts, and which facts pass 2 read", "facts")
 USAGE = KeySpec("user_usage:", "hash", "model tokens by purpose and model", "facts")
+VECTORS = KeySpec("user_vectors:", "hash", "each fact's embedding, 1 bit per dimension, and the model's name", "facts")
 RATE = KeySpec("chat_rate:", "string", "messages in the current rate-limit window", "rate")
 HANDOVER = KeySpec("chat_handover:", "hash", "a person has taken the conversation over: by whom, since when", "handover")
 HANDOVER_LOG = KeySpec(
@@ -37,7 +38,8 @@ HANDOVER_LOG = KeySpec(
 )
 
 #: Every per-user key, for inspection, export and erasure.
-USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE, HANDOVER, HANDOVER_LOG)
+USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE, HANDOVER, HANDOVER_LOG,
+             VECTORS)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -62,6 +64,10 @@ SIGNIN_PREFIX = "console_signin:"
 #: per day, `activity:usage:<YYYYMMDD>` (hash, the fields of user_usage); TTL rule "activity".
 ACTIVITY_PREFIX = "activity:"
 
+#: The middle of an embedding model's space (bot/memory/vectors.py): "embedding_center:<model>"
+#: -> base64 float32, the mean of its vectors of bot/llm/anchors.py; no TTL, one per model.
+CENTER_PREFIX = "embedding_center:"
+
 #: The knowledge base (bot/storage/knowledge.py): four keys sharing the hash tag {kb}, so
 #: the scripts that change them stay atomic on a Redis Cluster. No TTL: they live until an
 #: operator removes a document; a user's reset or erase never touches them.
@@ -72,8 +78,10 @@ KB_META_KEY = f"knowledge:{KB_TAG}:meta"
 KB_DOCS_KEY = f"knowledge:{KB_TAG}:docs"
 #: hash: "<document id>#<n>" -> chunk JSON {"t": text, "k": tokens}.
 KB_CHUNKS_KEY = f"knowledge:{KB_TAG}:chunks"
-#: hash: "<document id>#<n>" -> the chunk's embedding, base64 float32 (only with EMBEDDING_MODEL).
+#: hash: "<document id>#<n>" -> "<model>|<base64 float32>": the chunk's embedding and its model.
 KB_VECTORS_KEY = f"knowledge:{KB_TAG}:vectors"
+#: ...and "~anchor#<n>" -> the same, for the dense gate's baseline passages (bot/llm/anchors.py).
+KB_ANCHOR_PREFIX = "~anchor#"
 KB_KEYS = (KB_META_KEY, KB_DOCS_KEY, KB_CHUNKS_KEY, KB_VECTORS_KEY)
 
 # The prefixes by name, for the code that builds one key at a time.
@@ -85,6 +93,7 @@ SESSION_FACTS_PREFIX = SESSION_FACTS.prefix
 MEMORY_PREFIX = MEMORY.prefix
 ENTITIES_PREFIX = ENTITIES.prefix
 USAGE_PREFIX = USAGE.prefix
+VECTORS_PREFIX = VECTORS.prefix
 RATE_PREFIX = RATE.prefix
 HANDOVER_PREFIX = HANDOVER.prefix
 HANDOVER_LOG_PREFIX = HANDOVER_LOG.prefix

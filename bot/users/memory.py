@@ -10,9 +10,12 @@ from typing import Any
 import structlog
 
 from bot.config import Settings
+from bot.exceptions import LLMUnavailable
+from bot.llm.embeddings import message_focus
 from bot.llm.tokens import TokenCounter
 from bot.memory.rules import CATEGORIES, category_for, merge_facts, normalize_key
 from bot.memory.selection import MemorySelection, select_memory
+from bot.memory.vectors import FactVectors
 from bot.observability.logs import mask_phone
 from bot.storage.facts import FactStore
 from bot.storage.records import Fact, as_int
@@ -115,7 +118,8 @@ def preview_selection(
     request: str,
     max_tokens: int | None = None,
 ) -> MemorySelection:
-    """Return the memory block the bot would inject for this message, entities matched first."""
+    """Return the memory block the bot would inject for this message, entities matched first,
+    then by meaning as the message path picks (words alone when the model fails)."""
     s = settings
     found = recall(data, settings, user, request)
     return select_memory(
@@ -128,7 +132,22 @@ def preview_selection(
         matches=found.matches,
         entities=found.entities,
         related_weight=s.ENTITY_RELATED_WEIGHT,
+        similarity=similarity_to(data, user, request, s.EMBEDDING_DEADLINE_S),
     )
+
+
+def similarity_to(data: UserData, user: str, message: str, deadline_s: float) -> dict[str, float] | None:
+    """Return each of the user's facts' similarity to a message, or None (no vectors, or
+    the model failed: the cue words serve)."""
+    vectors = data.facts.vectors
+    if not isinstance(vectors, FactVectors):
+        return None
+    try:
+        query = vectors.embedder.embed([message_focus(message)], deadline_s=deadline_s, purpose="preview",
+                                       kind="query")[0]
+    except LLMUnavailable:
+        return None
+    return vectors.similarities(query, data.facts.load_vectors(user)) or None
 
 
 def selection_report(selection: MemorySelection) -> dict[str, Any]:
@@ -150,6 +169,17 @@ def conflicts(data: UserData, user: str) -> list[dict[str, Any]]:
             if fact.conflict:
                 out.append({"scope": scope, **fact.to_public()})
     return out
+
+
+def reembed_memory(data: UserData, users: list[str]) -> dict[str, int]:
+    """Embed the facts of these users again with the current model (after EMBEDDING_MODEL
+    changed, or facts stored while the model was down); return users and facts done."""
+    done = facts = 0
+    for user in users:
+        facts += data.facts.reembed(user)
+        done += 1
+    log.info("audit.memory_reembedded", users=done, facts=facts)
+    return {"users": done, "facts": facts}
 
 
 def memory_report(data: UserData, user: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 from bot.config.tasks import Price
 from bot.memory.extraction import stored_pairs
 from bot.storage.triggers import SUMMARY
+from bot.storage.facts import MODEL_FIELD
 from bot.storage.keys import user_keys
 from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.redelivery import seen_records
@@ -51,6 +52,7 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
             "failed_job_ids": jobs.failed_summaries(user) if jobs is not None else [],
         },
         "facts": memory_report(data, user),
+        "fact_vectors": vector_report(data, user),
         "entities": entity_report(data, user),
         **handover_report(data, user),
         "keys": key_report(data.redis, user_keys(user)),
@@ -116,12 +118,21 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
             "last_task": context.last_task or None,
         },
         "facts": memory_report(data, user),
+        "fact_vectors": vector_report(data, user),
         "entities": entity_report(data, user),
         "usage": usage_report(data, user),
         **handover_report(data, user),
         "recent_replies": seen_records(data.redis, user),
         "keys": key_report(data.redis, user_keys(user)),
     }
+
+
+def vector_report(data: UserData, user: str) -> dict[str, Any]:
+    """Return the user's fact vectors as stored: the model, and each fact's signs (1 bit per
+    dimension of the embedding minus the model's center, base64; docs/semantic.md)."""
+    stored = data.facts.load_vectors(user)
+    model = stored.pop(MODEL_FIELD, None)
+    return {"model": model, "encoding": "1 bit per dimension, base64", "vectors": stored}
 
 
 def list_users(data: UserData) -> list[dict[str, Any]]:

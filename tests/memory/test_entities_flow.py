@@ -63,7 +63,7 @@ def learn_about_rex(say, work, model: StandinModel) -> None:  # type: ignore[no-
 @pytest.mark.parametrize("entities_on", [True, False])
 def test_a_nickname_brings_the_pets_facts_and_keeps_the_allergy(chat, model: StandinModel, entities_on: bool) -> None:  # type: ignore[no-untyped-def]
     build, work = chat
-    say = build(ENTITIES_ENABLED=entities_on)
+    say = build(ENTITIES_ENABLED=entities_on, EMBEDDING_MODEL="off")  # entities and words alone
     learn_about_rex(say, work, model)
     say("Is it ok to give Rexy chocolate?")
     block = memory_block_of_last_reply(model)
@@ -72,6 +72,15 @@ def test_a_nickname_brings_the_pets_facts_and_keeps_the_allergy(chat, model: Sta
         assert "dog_vet" in block and "dog_name" in block
     else:  # by category alone the dog's facts lose to the more important ones: what entities fix
         assert "dog_vet" not in block
+
+
+def test_meaning_brings_the_pets_facts_without_entities(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+    build, work = chat
+    say = build(ENTITIES_ENABLED=False)  # no name matching: the local model's vectors alone
+    learn_about_rex(say, work, model)
+    say("my pup keeps scratching his ears, should I take him to someone?")
+    block = memory_block_of_last_reply(model)
+    assert "allergies" in block and "dog_vet" in block
 
 
 def task_answer(*names: dict) -> dict:  # type: ignore[type-arg]
@@ -88,7 +97,7 @@ def task_answer(*names: dict) -> dict:  # type: ignore[type-arg]
 )
 def test_the_task_model_checks_one_word_matches(chat, model: StandinModel, named: list, check: bool, kept: bool) -> None:  # type: ignore[no-untyped-def,type-arg]
     build, work = chat
-    say = build(TASK_EXTRACTION="on", ENTITY_TASK_CHECK=check)
+    say = build(TASK_EXTRACTION="on", ENTITY_TASK_CHECK=check, EMBEDDING_MODEL="off")  # the check alone
     model.script(task_answer())  # the first message's task call, before pass 2's answer is taken
     learn_about_rex(say, work, model)
     model.reset()

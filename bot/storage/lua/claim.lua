@@ -1,12 +1,13 @@
 -- claim: take a MessageSid for processing and load everything the reply needs, in one trip.
--- KEYS: context seen facts session memory
+-- KEYS: context seen facts session memory vectors
 -- A: sid; now (Unix seconds); lease (seconds a claim stays in flight before a redelivery
 --    may take it over); token (proves ownership at commit); window (seconds a MessageSid
 --    is remembered: chat_seen's TTL); reply_window (seconds a redelivery still gets the
 --    first reply, in full).
 -- Returns {status ('new', 'duplicate' or 'inflight'), the context hash ('new' only), the
 --          reply or false, facts, session facts, memory (flat hashes, 'new' only),
---          seconds since the first attempt (duplicates), or -1}.
+--          seconds since the first attempt (duplicates), or -1, the facts' vectors (flat
+--          hash, 'new' only)}.
 local rec = redis.call('HGET', K.seen, A.sid)
 if rec then
   local r = decoded(rec)
@@ -15,16 +16,17 @@ if rec then
     if r.st == 'done' then
       local reply = false
       if r.r and age <= A.reply_window then reply = r.r end
-      return {'duplicate', {}, reply, {}, {}, {}, tostring(age)}
+      return {'duplicate', {}, reply, {}, {}, {}, tostring(age), {}}
     end
     -- The same token is this very claim run again (the client retried after a timeout that
     -- came after the first run): answer as the first time.
     if age < A.lease and r.tok ~= A.token then
-      return {'inflight', {}, false, {}, {}, {}, tostring(age)}
+      return {'inflight', {}, false, {}, {}, {}, tostring(age), {}}
     end
   end
 end
 redis.call('HSET', K.seen, A.sid, cjson.encode({st='pending', ts=A.now, tok=A.token}))
 redis.call('EXPIRE', K.seen, A.window)
 return {'new', redis.call('HGETALL', K.context), false,
-        redis.call('HGETALL', K.facts), redis.call('HGETALL', K.session), redis.call('HGETALL', K.memory), '-1'}
+        redis.call('HGETALL', K.facts), redis.call('HGETALL', K.session), redis.call('HGETALL', K.memory), '-1',
+        redis.call('HGETALL', K.vectors)}

@@ -1,5 +1,5 @@
 -- commit: record a processed message, and store its pair if it is valid and still wanted.
--- KEYS: context pending seen facts session memory entities usage
+-- KEYS: context pending seen facts session memory entities usage vectors
 -- A: sid; now (Unix seconds); token (the claim's: nothing is written unless this attempt
 --    still owns the MessageSid; a commit run again with it gets the first run's answer); epoch (the one the message was answered in: a reset since
 --    means the pair is not stored); reply (the text sent); pair ({user, assistant, ts, sid},
@@ -125,5 +125,6 @@ end
 redis.call('EXPIRE', K.seen, A.window)
 refresh(K.context, A.ttl.context); refresh(K.pending, A.ttl.context)
 refresh(K.facts, A.ttl.facts); refresh(K.memory, A.ttl.facts); refresh(K.entities, A.ttl.facts)
+refresh(K.vectors, A.ttl.facts)
 refresh(K.session, A.ttl.session)
 return {num(K.context, 'message_count_since_summary'), dropped, num(K.context, 'seq'), stored, taken}
