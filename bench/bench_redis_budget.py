@@ -1,4 +1,6 @@
-"""Measure Redis bytes per user at rest: 200 turns, without and with 50 facts.
+"""Measure Redis bytes per user at rest: 200 turns, without and with 50 facts; then the
+memory of users with 50 realistic facts (`eval memory`'s) and their vectors, embedded by the
+real local model (docs/semantic.md).
 
 Prints figures; asserts nothing. Runs the real storage code (the claim and commit scripts,
 summaries applied as the worker applies them, facts merged as extraction merges them) on a
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -104,9 +107,41 @@ def main() -> int:
                 detail = ", ".join(f"{k} {v}" for k, v in sorted(per_key.items()))
                 print(f"{TURNS} turns, {label}: {rest} B at rest ({detail}); chat_seen in the window: {seen} B")
                 assert client.ttl(user_key(SEEN_PREFIX, user)) <= 900  # it does expire
+            realistic(client)
         finally:
             embedded.stop()
     return 0
+
+
+def realistic(client) -> None:  # type: ignore[no-untyped-def]
+    """50 realistic facts per user, written as extraction writes them, with their vectors."""
+    from bot.dev.embedding_server import start_embedding_server
+    from bot.dev.memory_evaluation import load_users, user_facts
+    from bot.llm.embeddings import make_embedder
+    from bot.memory.vectors import FactVectors
+    from bot.storage.centers import CenterStore
+    from bot.storage.keys import FACTS_PREFIX, VECTORS_PREFIX
+
+    server = start_embedding_server()
+    try:
+        settings = Settings(_env_file=None, EMBEDDING_BASE_URL=server.url)  # type: ignore[call-arg]
+        embedder = make_embedder(settings)
+        assert embedder is not None
+        store = FactStore(client, facts_ttl_seconds=365 * 86400, vectors=FactVectors(embedder, CenterStore(client)))
+        for data in load_users():
+            if len(data["facts"]) < 50:
+                continue
+            user = f"+1555{data['id'][1:]:0>7}"
+            incoming = [replace(f, provenance="#123") for f in user_facts(data).values()]
+            store.merge(user, "user", lambda existing: merge_facts(
+                existing, incoming, threshold=0.0, max_facts=FACTS, conflict_margin=0.1, now=time.time()))
+            facts = client.memory_usage(user_key(FACTS_PREFIX, user), samples=0) or 0
+            vectors = client.memory_usage(user_key(VECTORS_PREFIX, user), samples=0) or 0
+            print(f"{data['id']}, {len(data['facts'])} realistic facts: user_facts {facts} B "
+                  f"({client.object('encoding', user_key(FACTS_PREFIX, user))}), user_vectors {vectors} B "
+                  f"({client.object('encoding', user_key(VECTORS_PREFIX, user))}): {facts + vectors} B")
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
