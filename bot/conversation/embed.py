@@ -7,7 +7,8 @@ note's transcript) the sentences that ask something, from the start, within
 EMBEDDING_MAX_CHARS. A message with no letter or digit
 (an emoji, a sticker's placeholder) costs no embedding. The call starts here and runs while
 the next steps do their lexical work; each reader waits at most until EMBEDDING_DEADLINE_S,
-then falls back to words.
+then falls back to words. After three failures in a row the step stops asking for 30 s
+(bot/llm/embeddings.py Breaker), so a hung model does not cost every message the deadline.
 """
 
 from __future__ import annotations
@@ -39,5 +40,8 @@ class EmbedStep:
         budget = min(self.deadline_s, turn.remaining() - MIN_MODEL_AFTER_MEDIA_S)
         if budget <= 0.05:
             MESSAGE_EMBEDDINGS.labels(outcome="timeout").inc()
+            return
+        if not self.embedder.breaker.allow():  # the model kept failing: words, without waiting
+            MESSAGE_EMBEDDINGS.labels(outcome="paused").inc()
             return
         turn.vector = MessageVector(self.embedder, message_focus(text), budget)

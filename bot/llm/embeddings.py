@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
 import time
 from array import array
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -75,6 +76,46 @@ def clip_for_embedding(text: str, max_chars: int) -> str:
     return cut[:space] if space > max_chars // 2 else cut
 
 
+#: Messages whose embedding failed or came late in a row before the message path stops asking
+#: for a while (a hung model would otherwise cost every message EMBEDDING_DEADLINE_S)...
+BREAKER_FAILURES = 3
+#: ...and for how long; then one message tries again.
+BREAKER_PAUSE_S = 30.0
+
+
+class Breaker:
+    """Stop asking a model that keeps failing on the message path, and try again later."""
+
+    def __init__(self, failures: int = BREAKER_FAILURES, pause_s: float = BREAKER_PAUSE_S) -> None:
+        self.failures = failures
+        self.pause_s = pause_s
+        self._lock = threading.Lock()
+        self._count = 0
+        self._until = 0.0
+
+    def allow(self) -> bool:
+        """Return whether a message may ask the model now (after a pause, one at a time)."""
+        with self._lock:
+            now = time.monotonic()
+            if self._count < self.failures or now >= self._until:
+                if self._count >= self.failures:
+                    self._until = now + self.pause_s  # this one tries; the others wait for it
+                return True
+            return False
+
+    def record(self, ok: bool) -> None:
+        """Count a message's embedding: a success closes the breaker, failures open it."""
+        with self._lock:
+            if ok:
+                self._count = 0
+                return
+            self._count += 1
+            if self._count == self.failures:
+                self._until = time.monotonic() + self.pause_s
+                log.warning("embeddings.paused", seconds=self.pause_s, failures=self._count,
+                            detail="messages are answered by words until the model answers again")
+
+
 class Embedder:
     """Embed texts with one model; every failure becomes LLMUnavailable."""
 
@@ -83,6 +124,7 @@ class Embedder:
         self.model = model
         self.asymmetric = asymmetric  # send e5's query/passage as input_type
         self.max_chars = max_chars
+        self.breaker = Breaker()  # the message path's, per process
 
     def embed(
         self, texts: Sequence[str], *, deadline_s: float, purpose: str, kind: Kind = "passage"
@@ -150,6 +192,7 @@ class MessageVector:
 
     def __init__(self, embedder: Embedder, text: str, deadline_s: float) -> None:
         self.model = embedder.model
+        self.breaker = embedder.breaker
         self.deadline = time.monotonic() + deadline_s
         self._started = time.perf_counter()
         self._future = submit(lambda: embedder.embed([text], deadline_s=deadline_s, purpose="message", kind="query")[0])
@@ -163,12 +206,15 @@ class MessageVector:
         try:
             self._vector = self._future.result(timeout=max(0.0, self.deadline - time.monotonic()))
             MESSAGE_EMBEDDINGS.labels(outcome="ok").inc()
+            self.breaker.record(ok=True)
         except FutureTimeout:
+            self.breaker.record(ok=False)
             self._future.cancel()
             MESSAGE_EMBEDDINGS.labels(outcome="timeout").inc()
             log.warning("embeddings.message_fallback", reason="timeout", model=self.model,
                         waited_ms=round((time.perf_counter() - self._started) * 1000, 1))
         except LLMUnavailable as err:
+            self.breaker.record(ok=False)
             MESSAGE_EMBEDDINGS.labels(outcome="failed").inc()
             log.warning("embeddings.message_fallback", reason="failed", model=self.model, error=str(err)[:200])
         self._settled = True

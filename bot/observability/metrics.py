@@ -74,7 +74,8 @@ KNOWLEDGE_RETRIEVALS = Counter(
 )
 MESSAGE_EMBEDDINGS = Counter(
     "bot_message_embeddings_total",
-    "Message embeddings by outcome (ok; skipped: no words; failed or timeout: words alone served).",
+    "Message embeddings by outcome (ok; skipped: no words; failed, timeout or paused after failures: words "
+    "alone served).",
     ["outcome"],
 )
 KNOWLEDGE_INDEX_VERSION = Gauge(

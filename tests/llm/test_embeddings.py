@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 from bot.config import load_settings
 from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
-from bot.llm.embeddings import clip_for_embedding, has_words, make_embedder, message_focus
+from bot.llm.embeddings import Breaker, clip_for_embedding, has_words, make_embedder, message_focus
 
 
 def test_an_emoji_or_nothing_has_no_words() -> None:
@@ -39,3 +41,19 @@ def test_the_local_model_is_reached_on_loopback_and_told_query_from_passage(monk
     assert hosted is not None and not hosted.asymmetric  # a hosted API would refuse input_type
     assert str(hosted.client.base_url).rstrip("/") == "https://api.example.com/v1"
     assert make_embedder(load_settings(env_files=False, need=(), EMBEDDING_MODEL="off")) is None
+
+
+def test_a_model_that_keeps_failing_is_not_asked_for_a_while() -> None:
+    breaker = Breaker(failures=3, pause_s=0.2)
+    for _ in range(3):
+        assert breaker.allow()
+        breaker.record(ok=False)
+    assert not breaker.allow()  # paused: messages go by words at once
+    time.sleep(0.25)
+    assert breaker.allow() and not breaker.allow()  # one message tries again, the others wait for it
+    breaker.record(ok=False)
+    assert not breaker.allow()  # still failing: another pause
+    time.sleep(0.25)
+    assert breaker.allow()
+    breaker.record(ok=True)
+    assert breaker.allow() and breaker.allow()  # it answered: every message asks again
