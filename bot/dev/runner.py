@@ -270,7 +270,7 @@ def main() -> int:
         finally:
             runner.stop(tag)
             DEV_ENV.unlink(missing_ok=True)
-    say("make run: stopped web, worker" + (", stand-in" if runner.children else "")
+    say("make run: stopped web, worker, embed" + (", stand-in" if runner.children else "")
         + (" and Redis" if runner.embedded else "") + ". Bye.")
     return code
 

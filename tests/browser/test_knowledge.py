@@ -36,6 +36,7 @@ def stored(redis_client: Any) -> list[str]:
     return sorted(redis_client.hkeys(KB_DOCS_KEY))
 
 
+@pytest.mark.embeddings
 def test_an_operator_adds_a_document_finds_it_in_a_search_and_removes_it(  # type: ignore[no-untyped-def]
         page, base, redis_client, tmp_path) -> None:
     hours = tmp_path / "opening-hours.md"
@@ -61,6 +62,7 @@ def test_an_operator_adds_a_document_finds_it_in_a_search_and_removes_it(  # typ
     expect(first).to_contain_text("On Sunday we open at 09:00 and close at 18:00.")
     expect(first.get_by_role("link", name="opening-hours#3")).to_be_visible()
     expect(knowledge.considered("opening-hours#3")).to_contain_text("picked")
+    expect(knowledge.results().get_by_role("columnheader", name="Margin")).to_be_visible()
     expect(page.get_by_label("Question")).to_have_value("When do you open on Sunday?")
     shoot(page, "knowledge")
 

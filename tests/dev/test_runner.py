@@ -106,7 +106,7 @@ def test_make_run_remembers_with_the_stand_in_alone_and_stops_clean(tmp_path: Pa
     finally:
         err = stop(runner, signal.SIGINT)
     assert runner.returncode == 0, err
-    assert err.rstrip().splitlines()[-1].startswith("make run: stopped web, worker, stand-in and Redis")
+    assert err.rstrip().splitlines()[-1].startswith("make run: stopped web, worker, embed, stand-in and Redis")
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert tagged_processes(tag) == []
     assert not (tmp_path / ".run" / "dev.env").exists()
