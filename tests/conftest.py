@@ -141,6 +141,13 @@ def standin_server() -> Iterator[StandinModel]:
     model.stop()
 
 
+@pytest.fixture(autouse=True)
+def _embeddings_when_asked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked `embeddings` gets the real model in every pass, the cluster's included."""
+    if request.node.get_closest_marker("embeddings") is not None:
+        monkeypatch.delenv("TEST_EMBEDDINGS", raising=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def embedding_server(_isolated_environment: None) -> Iterator[EmbeddingServer]:
     """The real local embedding model (multilingual-e5-small), served on 127.0.0.1 for the
@@ -176,6 +183,9 @@ def make_settings(
             "OPENAI_API_KEY": "test-key",
             "OPENAI_BASE_URL": standin_server.url,
             "EMBEDDING_BASE_URL": embedding_server.url,
+            # The cluster pass (Makefile) tests topology: meaning only where a test asks for it
+            # (@pytest.mark.embeddings), so the suite stays within its time.
+            **({"EMBEDDING_MODEL": "off"} if os.environ.get("TEST_EMBEDDINGS") == "off" else {}),
             "REDIS_URL": redis_url,
             "QUEUE_REDIS_URL": queue_redis_url if CLUSTER else None,
             "LLM_TIMEOUT_S": 2.0,

@@ -15,7 +15,7 @@ from bot.llm.embeddings import make_embedder
 from bot.storage.knowledge import KnowledgeStore
 from tests.knowledge.test_message_path import reference_blocks, reply_requests
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.embeddings]
 
 EVAL = Path(__file__).resolve().parents[2] / "bot" / "dev" / "eval_data" / "knowledge"
 

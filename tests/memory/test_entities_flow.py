@@ -74,6 +74,7 @@ def test_a_nickname_brings_the_pets_facts_and_keeps_the_allergy(chat, model: Sta
         assert "dog_vet" not in block
 
 
+@pytest.mark.embeddings
 def test_meaning_brings_the_pets_facts_without_entities(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
     build, work = chat
     say = build(ENTITIES_ENABLED=False)  # no name matching: the local model's vectors alone

@@ -23,7 +23,7 @@ from bot.users.reports import export_user
 from tests.conftest import USER
 from tests.memory.test_entities_flow import memory_block_of_last_reply
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.embeddings]
 
 VECTORS_KEY = user_key(VECTORS_PREFIX, USER)
 

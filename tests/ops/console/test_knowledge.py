@@ -193,6 +193,7 @@ def test_remove_needs_the_id_typed_and_is_audited_with_the_operator(console_app,
     assert console_app.test_client().get(f"{PAGE}/faq").status_code == 302  # not signed in: to sign-in
 
 
+@pytest.mark.embeddings
 def test_a_search_shows_what_would_be_injected_and_why(console_app, console) -> None:  # type: ignore[no-untyped-def]
     page = console.get(PAGE, query_string={"q": "When do you open on Sunday?"}).get_data(as_text=True)
     assert "Nothing would be injected: the knowledge base holds no documents." in page
