@@ -115,7 +115,7 @@ class MemoryStep:
             log.warning("store.unavailable", stage="org_facts", error=str(err))
         if not any(scoped.values()):
             return
-        similarity = self._similarity(turn)
+        similarity = self._similarity(turn, {k: f.category for k, f in scoped["user"].items()})
         selection = self._select(scoped, turn, similarity)
         if turn.task is not None and not turn.task.depends_on_user_memory:
             # the task needs no memory: only what keeps the user safe goes in
@@ -127,7 +127,7 @@ class MemoryStep:
                   by_meaning=similarity is not None)
         turn.memory_block = selection.block
 
-    def _similarity(self, turn: Turn) -> dict[str, float] | None:
+    def _similarity(self, turn: Turn, categories: dict[str, str]) -> dict[str, float] | None:
         """Return each fact's similarity to the message, or None (no vectors: by category)."""
         stored = turn.memory.vectors
         if self.vectors is None or turn.vector is None or not stored:
@@ -136,7 +136,7 @@ class MemoryStep:
         if query is None:
             return None
         try:
-            return self.vectors.similarities(query, stored) or None
+            return self.vectors.similarities(query, stored, categories) or None
         except StoreUnavailable as err:  # the model's center could not be read: by category, this once
             log.warning("store.unavailable", stage="memory_center", error=str(err))
             return None

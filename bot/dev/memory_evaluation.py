@@ -95,7 +95,8 @@ def run_memory_eval(services: Services, path: Path | None = None) -> dict[str, A
                         if mode == "meaning" and vectors is not None:
                             query = services.embedder.embed(  # type: ignore[union-attr]
                                 [message_focus(message["text"])], deadline_s=10, purpose="eval", kind="query")[0]
-                            similarity = vectors.similarities(query, stored)
+                            similarity = vectors.similarities(query, stored,
+                                                              {k: f.category for k, f in facts.items()})
                         selection = select_memory(
                             {"user": facts}, message["text"], services.counter,
                             threshold=settings.EXTRACTION_CONFIDENCE, conflict_margin=settings.CONFLICT_MARGIN,

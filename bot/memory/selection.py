@@ -58,10 +58,10 @@ ALWAYS_RELEVANT = frozenset({"identity", "health"})
 #: them, always relevant (identity, health), close in meaning to the message, of a category
 #: the message touches (facts without a vector), the rest (by similarity when known).
 TIER_ENTITY, TIER_RELATED, TIER_ALWAYS, TIER_MEANING, TIER_CATEGORY, TIER_REST = range(6)
-#: A fact this similar to the message (the estimated cosine of the centered vectors) is
-#: relevant by meaning; below, it still fills the block in order of similarity. Tuned on
-#: the tuning half of `python -m bot eval memory`.
-MEANING_MIN = 0.12
+#: A fact this similar to the message (bot/memory/vectors.py's score) is relevant by
+#: meaning; below, it still fills the block in order of similarity. The lower quartile of
+#: the labelled facts' scores on the tuning half of `python -m bot eval memory`.
+MEANING_MIN = 0.15
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""The middle of each embedding model's space, one key per model (bot/storage/keys.py
-CENTER_PREFIX), shared by every process: the facts' 1-bit vectors are kept relative to it
-(bot/memory/vectors.py), so all writers and readers must use the same one.
+"""The middle of each embedding model's space (and what each category of fact is about,
+relative to it), one key per model (bot/storage/keys.py CENTER_PREFIX), shared by every
+process: the facts' 1-bit vectors are kept relative to it (bot/memory/vectors.py), so all
+writers and readers must use the same one.
 """
 
 from __future__ import annotations

@@ -147,7 +147,8 @@ def similarity_to(data: UserData, user: str, message: str, deadline_s: float) ->
                                        kind="query")[0]
     except LLMUnavailable:
         return None
-    return vectors.similarities(query, data.facts.load_vectors(user)) or None
+    categories = {k: f.category for k, f in data.facts.load(user).items()}
+    return vectors.similarities(query, data.facts.load_vectors(user), categories) or None
 
 
 def selection_report(selection: MemorySelection) -> dict[str, Any]:
