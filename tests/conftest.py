@@ -146,6 +146,7 @@ def _embeddings_when_asked(request: pytest.FixtureRequest, monkeypatch: pytest.M
     """A test marked `embeddings` gets the real model in every pass, the cluster's included."""
     if request.node.get_closest_marker("embeddings") is not None:
         monkeypatch.delenv("TEST_EMBEDDINGS", raising=False)
+        monkeypatch.delenv("EMBEDDING_MODEL", raising=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -156,8 +157,11 @@ def embedding_server(_isolated_environment: None) -> Iterator[EmbeddingServer]:
     # Two threads: the tests wait on each call (production's one thread is for a busy host).
     server = start_embedding_server(threads=2)
     os.environ["EMBEDDING_BASE_URL"] = server.url
+    if os.environ.get("TEST_EMBEDDINGS") == "off":  # the cluster pass: the CLI and workers too
+        os.environ["EMBEDDING_MODEL"] = "off"
     yield server
     os.environ.pop("EMBEDDING_BASE_URL", None)
+    os.environ.pop("EMBEDDING_MODEL", None)
     server.stop()
 
 

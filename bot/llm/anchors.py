@@ -45,16 +45,22 @@ ANCHORS = (
 )
 
 
-_cache: dict[str, list[bytes]] = {}
+_cache: dict[tuple[str, tuple[str, ...]], list[bytes]] = {}
 _lock = threading.Lock()
 
 
 def anchor_vectors(embedder: Embedder, deadline_s: float = 30.0) -> list[bytes]:
     """Return the passages' vectors under the embedder's model, embedded once per process
     and model (they never change); raise LLMUnavailable."""
+    return fixed_vectors(embedder, ANCHORS, deadline_s)
+
+
+def fixed_vectors(embedder: Embedder, texts: tuple[str, ...], deadline_s: float = 30.0) -> list[bytes]:
+    """Return the vectors of fixed passages (these, or another module's constants), embedded
+    once per process and model; raise LLMUnavailable."""
     with _lock:
-        held = _cache.get(embedder.model)
+        held = _cache.get((embedder.model, texts))
         if held is None:
-            held = embedder.embed(list(ANCHORS), deadline_s=deadline_s, purpose="anchors")
-            _cache[embedder.model] = held
+            held = embedder.embed(list(texts), deadline_s=deadline_s, purpose="anchors")
+            _cache[(embedder.model, texts)] = held
         return held

@@ -24,7 +24,7 @@ from typing import Iterable
 import numpy as np
 import structlog
 
-from bot.llm.anchors import anchor_vectors
+from bot.llm.anchors import anchor_vectors, fixed_vectors
 from bot.llm.embeddings import Embedder
 from bot.storage.centers import CenterStore
 from bot.storage.facts import MODEL_FIELD
@@ -124,8 +124,7 @@ class FactVectors:
             if stored is None and compute:
                 vectors = anchor_vectors(self.embedder, ENCODE_DEADLINE_S)
                 mean = np.mean([np.frombuffer(v, dtype=np.float32) for v in vectors], axis=0).astype(np.float32)
-                guides = self.embedder.embed(list(CATEGORY_GUIDES.values()), deadline_s=ENCODE_DEADLINE_S,
-                                             purpose="memory_index")
+                guides = fixed_vectors(self.embedder, tuple(CATEGORY_GUIDES.values()), ENCODE_DEADLINE_S)
                 rows = np.vstack([mean, *[np.frombuffer(g, dtype=np.float32) for g in guides]]).astype(np.float32)
                 stored = self.centers.put(self.model, rows.tobytes())
                 log.info("memory.center_stored", model=self.model)

@@ -138,6 +138,7 @@ def test_eval_knowledge_with_words_alone_meets_its_targets(run) -> None:  # type
     assert words["recall_at_3"] >= 0.9 and words["false_injections"] <= 0.1
 
 
+@pytest.mark.embeddings
 def test_eval_knowledge_measures_meaning_on_both_halves(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "set"  # two documents and their questions: the whole set takes a minute to embed
     data.mkdir()
