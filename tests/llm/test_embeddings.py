@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from bot.config import load_settings
 from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
 from bot.llm.embeddings import Breaker, clip_for_embedding, has_words, make_embedder, message_focus
@@ -30,6 +32,7 @@ def test_a_long_message_is_embedded_by_what_it_asks() -> None:
     assert message_focus(story) == story  # nothing asked: the whole text
 
 
+@pytest.mark.embeddings  # the default model, whatever the pass
 def test_the_local_model_is_reached_on_loopback_and_told_query_from_passage(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("EMBEDDING_BASE_URL", raising=False)  # the tests' own server is not the default
     settings = load_settings(env_files=False, need=(), EMBEDDING_PORT=8799)
