@@ -90,7 +90,7 @@ def main() -> int:
             total_ms.append((end - start) * 1000)
             # the embedding alone, for comparison (the same question again, timed on its own)
             t = time.perf_counter()
-            embedder.embed([question], deadline_s=0.8, purpose="bench", kind="query")
+            embedder.query(question, deadline_s=0.8, purpose="bench")
             embed_ms.append((time.perf_counter() - t) * 1000)
         print(f"{MESSAGES} messages at {CHUNKS:,} chunks, one core each side:")
         print(f"  embedding alone (openai SDK over loopback): p50 {statistics.median(embed_ms):.1f} ms, "

@@ -16,7 +16,7 @@ from __future__ import annotations
 from bot.config import Settings
 from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
 from bot.conversation.pipeline import Turn
-from bot.llm.embeddings import Embedder, MessageVector, has_words, message_focus
+from bot.llm.embeddings import Embedder, MessageVector, has_words
 from bot.observability.metrics import MESSAGE_EMBEDDINGS
 
 
@@ -44,4 +44,4 @@ class EmbedStep:
         if not self.embedder.breaker.allow():  # the model kept failing: words, without waiting
             MESSAGE_EMBEDDINGS.labels(outcome="paused").inc()
             return
-        turn.vector = MessageVector(self.embedder, message_focus(text), budget)
+        turn.vector = MessageVector(self.embedder, text, budget)

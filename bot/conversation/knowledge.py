@@ -48,10 +48,8 @@ class KnowledgeStep:
             return
         turn.knowledge_rules = True
         query = turn.task.task if turn.task is not None else turn.text
-        if turn.vector is not None:  # the turn's embedding (the embed step), read after BM25
-            reference = self.retriever.search(query, index, vector=turn.vector.get)
-        else:
-            reference = self.retriever.search(query, index, deadline_s=0.0)  # words alone
+        # the turn's embedding (the embed step), read after BM25; without one, words alone
+        reference = self.retriever.search(query, index, vector=turn.vector.get if turn.vector else lambda: None)
         KNOWLEDGE_RETRIEVALS.labels(outcome="hit" if reference.hit else "miss").inc()
         log.info(
             "knowledge.retrieved",

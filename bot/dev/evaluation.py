@@ -204,6 +204,13 @@ def share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
+def named_slices(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Return the measures of a split report (`eval knowledge`, `eval memory`) to print, each
+    with its name: the halves ("slices"), then each language and each kind."""
+    return [*report["slices"].items(), *[(f"lang {k}", m) for k, m in report["by_language"].items()],
+            *[(f"kind {k}", m) for k, m in report["by_kind"].items()]]
+
+
 def print_report(report: dict[str, Any]) -> None:
     """Print the figures and the cases that went wrong."""
 

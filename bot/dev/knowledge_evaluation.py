@@ -28,6 +28,7 @@ from typing import Any
 
 from bot.config.knowledge import KNOWLEDGE_TOP_K
 from bot.dev.embedded import start_embedded_redis
+from bot.dev.evaluation import named_slices
 from bot.knowledge.index import unaccented
 from bot.knowledge.library import Library
 from bot.knowledge.reference import eligible
@@ -100,7 +101,7 @@ def score(questions: list[Question], retriever: Retriever, sources: dict[str, st
     limits = retriever.limits
     for q in questions:
         reference = retriever.search(q.question, index, deadline_s=5.0)
-        ranked = [c.hit for c in reference.considered if eligible(c.hit, limits.min_score, limits.min_margin)]
+        ranked = [c.hit for c in reference.considered if eligible(c.hit, limits)]
         rank = next((i for i, hit in enumerate(ranked, start=1) if answers(q, hit.chunk, sources)), None)
         injected = [p.hit.chunk for p in reference.picked]
         rows.append({
@@ -212,12 +213,8 @@ def print_knowledge_report(report: dict[str, Any]) -> None:
             print("\nhybrid: not run (EMBEDDING_MODEL=off)")
             continue
         print(f"\n{mode}: {r['questions']} questions, {r['chunks']} chunks")
-        for name, m in r["slices"].items():
+        for name, m in named_slices(r):
             print(_line(name, m))
-        for lang, m in r["by_language"].items():
-            print(_line(f"lang {lang}", m))
-        for kind, m in r["by_kind"].items():
-            print(_line(f"kind {kind}", m))
         for row in r["misses"]:
             print(f"  miss   {row['id']} ({row['split']}): {row['question']!r} -> {', '.join(row['best']) or 'nothing'}")
         for row in r["false"]:

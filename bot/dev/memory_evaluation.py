@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.dev.embedded import start_embedded_redis
-from bot.llm.embeddings import message_focus
+from bot.dev.evaluation import named_slices
 from bot.memory.selection import select_memory
 from bot.memory.vectors import MODEL_FIELD, FactVectors
 from bot.services import Services
@@ -93,8 +93,8 @@ def run_memory_eval(services: Services, path: Path | None = None) -> dict[str, A
                     for message in user["messages"]:
                         similarity = None
                         if mode == "meaning" and vectors is not None:
-                            query = services.embedder.embed(  # type: ignore[union-attr]
-                                [message_focus(message["text"])], deadline_s=10, purpose="eval", kind="query")[0]
+                            query = services.embedder.query(  # type: ignore[union-attr]
+                                message["text"], deadline_s=10, purpose="eval")
                             similarity = vectors.similarities(query, stored,
                                                               {k: f.category for k, f in facts.items()})
                         selection = select_memory(
@@ -128,8 +128,7 @@ def print_memory_report(report: dict[str, Any]) -> None:
             print("\nmeaning: not run (EMBEDDING_MODEL=off)")
             continue
         print(f"\n{mode}:")
-        for name, m in [("all", r), *r["slices"].items(), *[(f"lang {k}", v) for k, v in r["by_language"].items()],
-                        *[(f"kind {k}", v) for k, v in r["by_kind"].items()]]:
+        for name, m in [("all", r), *named_slices(r)]:
             print(f"  {name:<14} facts in block {m['facts_in_block']:6.1%}  messages served {m['messages_served']:6.1%}"
                   f"  ({m['labelled_facts']} labelled facts, {m['facts_per_block']:.1f} facts per block)")
         if mode == "meaning":

@@ -118,6 +118,12 @@ class Tokenizer:
         return out
 
 
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Return the matrix with each row scaled to length 1 (a row of zeros stays zeros)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1, norms)
+
+
 @dataclass(frozen=True)
 class Hit:
     """A chunk found for a question, and why."""
@@ -128,7 +134,7 @@ class Hit:
     bm25_rank: int | None  # 1 = best among all chunks; None: no word in common
     similarity: float | None = None  # cosine with the question's vector (with embeddings)
     vector_rank: int | None = None
-    margin: float | None = None  # the cosine over the question's mean cosine with every chunk
+    margin: float | None = None  # the cosine over the question's mean cosine with the anchors
     fused: float = 0.0  # reciprocal rank fusion's score (the order of the hits)
 
 
@@ -196,9 +202,7 @@ class KnowledgeIndex:
         if not width:
             return None, np.zeros(0, dtype=np.int64)
         keep = [i for i, row in enumerate(rows) if row.shape[0] == width[0][0]]
-        matrix = np.vstack([rows[i] for i in keep])
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return matrix / np.where(norms == 0, 1, norms), np.array([positions[i] for i in keep], dtype=np.int64)
+        return unit_rows(np.vstack([rows[i] for i in keep])), np.array([positions[i] for i in keep], dtype=np.int64)
 
     def _anchors(self, anchors: Sequence[tuple[bytes, str]]) -> np.ndarray | None:
         """Return the baseline passages' normalized vectors of the current model, or None."""
@@ -206,10 +210,7 @@ class KnowledgeIndex:
             return None
         rows = [np.frombuffer(v, dtype=np.float32) for v, model in anchors if model == self.model]
         rows = [row for row in rows if row.shape[0] == self.vectors.shape[1]]
-        if not rows:
-            return None
-        matrix = np.vstack(rows)
-        return matrix / np.where((norms := np.linalg.norm(matrix, axis=1, keepdims=True)) == 0, 1, norms)
+        return unit_rows(np.vstack(rows)) if rows else None
 
     @property
     def has_vectors(self) -> bool:

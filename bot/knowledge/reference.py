@@ -5,10 +5,11 @@ The best hits in order, while the block stays within its token share; the last o
 does not fit whole is cut at a sentence. A hit is picked only through the gate for
 "nothing relevant" (docs/semantic.md). By words alone (no vectors, or the message's
 embedding failed): its words cover KNOWLEDGE_MIN_SCORE of the question. With its margin
-(its cosine over its mean cosine with passages about nothing the business does): its words cover
-HYBRID_MIN_SCORE, or its meaning stands KNOWLEDGE_MIN_MARGIN out, or both rankers agree
-(AGREE_MARGIN and AGREE_SCORE). An unrelated question carries no reference at all. Every hit considered keeps the reason it was or was not
-picked, for inspect and the admin preview.
+(its cosine over the question's mean cosine with passages about nothing the business
+does): its words cover HYBRID_MIN_SCORE, or its meaning stands KNOWLEDGE_MIN_MARGIN out, or
+both rankers agree (AGREE_MARGIN and AGREE_SCORE). An unrelated question carries no
+reference at all. Every hit considered keeps the reason it was or was not picked, for
+inspect and the admin preview.
 """
 
 from __future__ import annotations
@@ -103,16 +104,14 @@ def render_reference(passages: list[str]) -> str:
     return fenced(REFERENCE_HEADER, REFERENCE_PREAMBLE, REFERENCE_FENCE, [inert(p) for p in passages])
 
 
-def eligible(hit: Hit, min_score: float, min_margin: float) -> bool:
+def eligible(hit: Hit, limits: Limits) -> bool:
     """True when a hit passes the gate: by its words alone when it has no margin (it covers
     min_score of the question), else by its words, its meaning, or both rankers agreeing."""
     score = hit.score if hit.bm25_rank is not None else 0.0
     if hit.margin is None:
-        return score >= min_score
-    if min_score == float("-inf"):  # a re-pick of hits already through the gate
-        return True
-    return (score >= max(min_score, HYBRID_MIN_SCORE) or hit.margin >= min_margin
-            or (hit.margin >= AGREE_MARGIN and score >= AGREE_SCORE))
+        return score >= limits.min_score
+    return (score >= max(limits.min_score, limits.hybrid_min_score) or hit.margin >= limits.min_margin
+            or (hit.margin >= limits.agree_margin and score >= limits.agree_score))
 
 
 def cut_at_sentence(text: str, max_tokens: int, counter: TokenCounter) -> str:
@@ -135,6 +134,9 @@ class Limits:
     min_score: float
     min_margin: float
     top_k: int
+    hybrid_min_score: float = HYBRID_MIN_SCORE
+    agree_margin: float = AGREE_MARGIN
+    agree_score: float = AGREE_SCORE
 
 
 def pick(hits: list[Hit], counter: TokenCounter, limits: Limits) -> tuple[list[Picked], list[Considered]]:
@@ -144,7 +146,7 @@ def pick(hits: list[Hit], counter: TokenCounter, limits: Limits) -> tuple[list[P
     frame = counter.message_cost("system", render_reference([""]))
     used = frame
     for hit in hits:
-        if not eligible(hit, limits.min_score, limits.min_margin):
+        if not eligible(hit, limits):
             considered.append(Considered(hit, "below_min_score"))
             continue
         if len(picked) >= limits.top_k:
@@ -183,5 +185,7 @@ def shrink(reference: Reference, counter: TokenCounter, max_tokens: int) -> Refe
     if reference.tokens <= max_tokens:
         return reference
     hits = [p.hit for p in reference.picked]
-    limits = Limits(max_tokens, min_score=float("-inf"), min_margin=float("-inf"), top_k=len(hits))
+    none = float("-inf")  # the hits went through the gate already
+    limits = Limits(max_tokens, min_score=none, min_margin=none, top_k=len(hits), hybrid_min_score=none,
+                    agree_margin=none, agree_score=none)
     return build_reference(reference.query, reference.version, hits, counter, limits, reference.embedded)

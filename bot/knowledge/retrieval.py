@@ -20,7 +20,7 @@ from bot.config.knowledge import KNOWLEDGE_TOP_K
 from bot.exceptions import LLMUnavailable
 from bot.knowledge.index import KnowledgeIndex
 from bot.knowledge.reference import Limits, Reference, build_reference
-from bot.llm.embeddings import Embedder, message_focus
+from bot.llm.embeddings import Embedder
 from bot.llm.tokens import TokenCounter
 from bot.observability.metrics import KNOWLEDGE_INDEX_BUILD_SECONDS, KNOWLEDGE_INDEX_VERSION
 from bot.storage.knowledge import KnowledgeStore
@@ -84,8 +84,7 @@ class Retriever:
         if self.embedder is None or not index.has_vectors or deadline_s <= 0.05:
             return None
         try:
-            return self.embedder.embed([message_focus(question)], deadline_s=deadline_s, purpose="knowledge",
-                                       kind="query")[0]
+            return self.embedder.query(question, deadline_s=deadline_s, purpose="knowledge")
         except LLMUnavailable as err:
             log.warning("knowledge.embedding_failed", error=str(err)[:200])
             return None
@@ -100,10 +99,8 @@ class Retriever:
         if vector is None:
             budget = self.settings.EMBEDDING_DEADLINE_S if deadline_s is None else min(
                 self.settings.EMBEDDING_DEADLINE_S, deadline_s)
-            hits = index.search(question, limit=CONSIDERED,
-                                question_vector=lambda: self.question_vector(index, question, budget))
-        else:
-            hits = index.search(question, limit=CONSIDERED, question_vector=vector if index.has_vectors else None)
+            vector = lambda: self.question_vector(index, question, budget)  # noqa: E731 (read after BM25)
+        hits = index.search(question, limit=CONSIDERED, question_vector=vector)
         embedded = any(h.margin is not None for h in hits)
         return build_reference(question, index.version, hits, self.counter, self.limits, embedded=embedded)
 

@@ -60,7 +60,7 @@ def submit(call: Callable[[], T]) -> Future[T]:
 
 def run_with_deadline(call: Callable[[], T], timeout_s: float) -> T:
     """Return call()'s result, or raise DeadlineExceeded once timeout_s has passed."""
-    future: Future[T] = _executor().submit(call)
+    future = submit(call)
     try:
         return future.result(timeout=max(0.0, timeout_s))
     except FutureTimeout:

@@ -157,6 +157,11 @@ class Embedder:
                 MODEL_TOKENS.labels(purpose=purpose, model=self.model, kind="prompt").inc(usage.prompt_tokens or 0)
         return vectors
 
+    def query(self, text: str, *, deadline_s: float, purpose: str) -> bytes:
+        """Return the vector of something asked: a message (by what it asks, message_focus),
+        a question, a task; raise LLMUnavailable."""
+        return self.embed([message_focus(text)], deadline_s=deadline_s, purpose=purpose, kind="query")[0]
+
     def _failed(self, purpose: str, error: str, started: float) -> None:
         log.warning("embeddings.failed", purpose=purpose, model=self.model, error=error,
                     duration_ms=round((time.perf_counter() - started) * 1000, 1))
@@ -195,7 +200,7 @@ class MessageVector:
         self.breaker = embedder.breaker
         self.deadline = time.monotonic() + deadline_s
         self._started = time.perf_counter()
-        self._future = submit(lambda: embedder.embed([text], deadline_s=deadline_s, purpose="message", kind="query")[0])
+        self._future = submit(lambda: embedder.query(text, deadline_s=deadline_s, purpose="message"))
         self._settled = False
         self._vector: bytes | None = None
 
@@ -219,8 +224,3 @@ class MessageVector:
             log.warning("embeddings.message_fallback", reason="failed", model=self.model, error=str(err)[:200])
         self._settled = True
         return self._vector
-
-    @property
-    def ms(self) -> float:
-        """Return how long the embedding took until it was first read."""
-        return round((time.perf_counter() - self._started) * 1000, 1)

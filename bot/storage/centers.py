@@ -42,10 +42,3 @@ class CenterStore:
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
         return self.get(model) or vector
-
-    def delete(self, model: str) -> None:
-        """Forget the model's center (a re-embed of every user computes it again)."""
-        try:
-            self.client.delete(f"{CENTER_PREFIX}{model}")
-        except redis.RedisError as err:
-            raise StoreUnavailable(str(err)) from err

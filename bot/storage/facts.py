@@ -92,7 +92,8 @@ class FactStore:
                 return None
             existing = decode_facts(pipe.hgetall(facts_key))
             progress = as_int(text(pipe.hget(memory_key, "extracted_seq")), "extracted_seq")
-            stored_model = text(pipe.hget(vectors_key, MODEL_FIELD)) if scope == "user" else None
+            # the model the stored vectors came from: only a writer with a model needs it
+            stored_model = text(pipe.hget(vectors_key, MODEL_FIELD)) if scope == "user" and self.vectors else None
             result = merge(existing)
             encoded = self._encode(result.upserts) if scope == "user" else {}
             pipe.multi()

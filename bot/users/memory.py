@@ -11,7 +11,6 @@ import structlog
 
 from bot.config import Settings
 from bot.exceptions import LLMUnavailable
-from bot.llm.embeddings import message_focus
 from bot.llm.tokens import TokenCounter
 from bot.memory.rules import CATEGORIES, category_for, merge_facts, normalize_key
 from bot.memory.selection import MemorySelection, select_memory
@@ -122,8 +121,10 @@ def preview_selection(
     then by meaning as the message path picks (words alone when the model fails)."""
     s = settings
     found = recall(data, settings, user, request)
+    scoped = scoped_facts(data.facts, user)
+    categories = {k: f.category for k, f in scoped["user"].items()}
     return select_memory(
-        scoped_facts(data.facts, user),
+        scoped,
         request,
         counter,
         threshold=s.EXTRACTION_CONFIDENCE,
@@ -132,22 +133,22 @@ def preview_selection(
         matches=found.matches,
         entities=found.entities,
         related_weight=s.ENTITY_RELATED_WEIGHT,
-        similarity=similarity_to(data, user, request, s.EMBEDDING_DEADLINE_S),
+        similarity=similarity_to(data, user, request, categories, s.EMBEDDING_DEADLINE_S),
     )
 
 
-def similarity_to(data: UserData, user: str, message: str, deadline_s: float) -> dict[str, float] | None:
-    """Return each of the user's facts' similarity to a message, or None (no vectors, or
-    the model failed: the cue words serve)."""
+def similarity_to(
+    data: UserData, user: str, message: str, categories: dict[str, str], deadline_s: float
+) -> dict[str, float] | None:
+    """Return each of the user's facts' similarity to a message (`categories`: each fact's, by
+    key), or None (no vectors, or the model failed: the cue words serve)."""
     vectors = data.facts.vectors
     if not isinstance(vectors, FactVectors):
         return None
     try:
-        query = vectors.embedder.embed([message_focus(message)], deadline_s=deadline_s, purpose="preview",
-                                       kind="query")[0]
+        query = vectors.embedder.query(message, deadline_s=deadline_s, purpose="preview")
     except LLMUnavailable:
         return None
-    categories = {k: f.category for k, f in data.facts.load(user).items()}
     return vectors.similarities(query, data.facts.load_vectors(user), categories) or None
 
 
