@@ -1,6 +1,6 @@
 """Measure Redis bytes per user at rest: 200 turns, without and with 50 facts; then the
 memory of users with 50 realistic facts (`eval memory`'s) and their vectors, embedded by the
-real local model (docs/semantic.md).
+real local model and packed with the facts in one string (docs/semantic.md).
 
 Prints figures; asserts nothing. Runs the real storage code (the claim and commit scripts,
 summaries applied as the worker applies them, facts merged as extraction merges them) on a
@@ -119,6 +119,7 @@ def realistic(client) -> None:  # type: ignore[no-untyped-def]
     from bot.dev.memory_evaluation import load_users, user_facts
     from bot.llm.embeddings import make_embedder
     from bot.memory.vectors import FactVectors
+    from bot.storage import packed_facts
     from bot.storage.centers import CenterStore
     from bot.storage.keys import FACTS_PREFIX, VECTORS_PREFIX
 
@@ -135,11 +136,12 @@ def realistic(client) -> None:  # type: ignore[no-untyped-def]
             incoming = [replace(f, provenance="#123") for f in user_facts(data).values()]
             store.merge(user, "user", lambda existing: merge_facts(
                 existing, incoming, threshold=0.0, max_facts=FACTS, conflict_margin=0.1, now=time.time()))
-            facts = client.memory_usage(user_key(FACTS_PREFIX, user), samples=0) or 0
-            vectors = client.memory_usage(user_key(VECTORS_PREFIX, user), samples=0) or 0
-            print(f"{data['id']}, {len(data['facts'])} realistic facts: user_facts {facts} B "
-                  f"({client.object('encoding', user_key(FACTS_PREFIX, user))}), user_vectors {vectors} B "
-                  f"({client.object('encoding', user_key(VECTORS_PREFIX, user))}): {facts + vectors} B")
+            key = user_key(FACTS_PREFIX, user)
+            size = client.memory_usage(key, samples=0) or 0
+            assert not client.exists(user_key(VECTORS_PREFIX, user))  # packed with the facts
+            _, vectors = packed_facts.read(client, key, user_key(VECTORS_PREFIX, user))
+            print(f"{data['id']}, {len(data['facts'])} realistic facts and {len(vectors) - 1} vectors: "
+                  f"user_facts {size} B ({client.type(key)}, {client.strlen(key)} characters packed)")
     finally:
         server.stop()
 

@@ -33,6 +33,14 @@ AUTH_TOKEN = "test-auth-token-0123456789abcdef"
 #: The Twilio account of the tests: the Messages API and Media URLs of the Twilio stand-in.
 ACCOUNT = "AC" + "1" * 32
 USER = "+14155550100"
+
+
+def stored_facts(client, user: str = USER) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Return a user's facts as stored, packed or not (bot/storage/packed_facts.py)."""
+    from bot.storage import packed_facts
+    from bot.storage.keys import FACTS_PREFIX, VECTORS_PREFIX, user_key
+
+    return packed_facts.read(client, user_key(FACTS_PREFIX, user), user_key(VECTORS_PREFIX, user))[0]
 BASE_URL = "http://localhost"
 
 

@@ -43,6 +43,7 @@ from bot.storage.keys import (
     Ttls,
     user_key,
 )
+from bot.storage import packed_facts
 from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.records import Pair, as_float, as_int, decode_pairs, flat_to_dict, text
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
@@ -226,7 +227,8 @@ class ContextStore(JobTriggers):
             },
             list(also),
         )
-        memory = Memory(flat_to_dict(facts), flat_to_dict(session), flat_to_dict(meta), flat_to_dict(vectors))
+        facts, vectors = packed_facts.read_stored(facts, vectors)
+        memory = Memory(facts, flat_to_dict(session), flat_to_dict(meta), vectors)
         age_s = float(text(age))  # -1 for a new claim
         return Claim(
             status=text(status),

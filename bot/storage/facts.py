@@ -1,10 +1,12 @@
 """Durable facts per user (and the org's), merged with optimistic transactions.
 
-Keys: ``user_facts:{+E164}`` and ``session_facts:{+E164}`` hashes, normalized fact key ->
-fact JSON (bot/storage/records.py); ``org_facts`` hash, the same for the org scope;
-``user_vectors:{+E164}`` hash, fact key -> its 1-bit vector (bot/memory/vectors.py) and
-``~m`` -> the model, written in the same transaction as the facts it describes: a vector
-never outlives its value, and vectors of two models never share the hash.
+Keys: ``user_facts:{+E164}``, one string holding the user's facts and their 1-bit vectors
+(bot/memory/vectors.py) with the model's name, packed (bot/storage/packed_facts.py): a
+vector is written in the same transaction as the fact it describes, never outlives its
+value, and vectors of two models never share the string. ``session_facts:{+E164}`` hash,
+normalized fact key -> fact JSON (bot/storage/records.py); ``org_facts`` hash, the same for
+the org scope. ``user_vectors:{+E164}``: the vectors of a user stored before the packed
+string, deleted by their next write.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import redis
 import structlog
 
 from bot.exceptions import LLMUnavailable, StoreUnavailable
+from bot.storage import packed_facts
 from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, ORG_FACTS_KEY, SESSION_FACTS_PREFIX, VECTORS_PREFIX, user_key
 from bot.storage.optimistic import holds_write, watched
 from bot.storage.records import Fact, as_int, decode_facts, text
@@ -60,9 +63,16 @@ class FactStore:
     def load(self, user: str, scope: str = "user") -> dict[str, Fact]:
         """Return the user's facts of one scope (user or session)."""
         try:
+            if scope == "user":
+                return decode_facts(packed_facts.read(self.redis, *self._user_keys(user))[0])
             return decode_facts(self.redis.hgetall(self._scope_key(user, scope)))
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
+
+    @staticmethod
+    def _user_keys(user: str) -> tuple[str, str]:
+        """Return the user's facts key and the vectors key of the encoding before it."""
+        return user_key(FACTS_PREFIX, user), user_key(VECTORS_PREFIX, user)
 
     def merge(
         self,
@@ -90,20 +100,25 @@ class FactStore:
             if token is not None and not holds_write(pipe, memory_key, EXTRACTION_JOB, token):
                 pipe.unwatch()
                 return None
-            existing = decode_facts(pipe.hgetall(facts_key))
+            if scope == "user":
+                stored, vectors = packed_facts.read(pipe, facts_key, vectors_key)
+            else:
+                stored, vectors = {text(k): text(v) for k, v in pipe.hgetall(facts_key).items()}, {}
+            existing = decode_facts(stored)
             progress = as_int(text(pipe.hget(memory_key, "extracted_seq")), "extracted_seq")
-            # the model the stored vectors came from: only a writer with a model needs it
-            stored_model = text(pipe.hget(vectors_key, MODEL_FIELD)) if scope == "user" and self.vectors else None
             result = merge(existing)
             encoded = self._encode(result.upserts) if scope == "user" else {}
             pipe.multi()
-            if result.upserts:
-                pipe.hset(facts_key, mapping={k: f.to_json() for k, f in result.upserts.items()})
-            if result.deletes:
-                pipe.hdel(facts_key, *result.deletes)
-            if scope == "user":
-                self._write_vectors(pipe, vectors_key, stored_model, encoded,
-                                    stale=[k for k in [*result.upserts, *result.deletes] if k not in encoded])
+            if scope == "user" and (result.upserts or result.deletes):
+                stored = {k: v for k, v in stored.items() if k not in result.deletes}
+                stored.update({k: f.to_json() for k, f in result.upserts.items()})
+                vectors = self._vectors_after(vectors, encoded, stale=[*result.upserts, *result.deletes])
+                self._write_user(pipe, facts_key, vectors_key, stored, vectors)
+            elif scope != "user":
+                if result.upserts:
+                    pipe.hset(facts_key, mapping={k: f.to_json() for k, f in result.upserts.items()})
+                if result.deletes:
+                    pipe.hdel(facts_key, *result.deletes)
             for name, value in result.stats.as_dict().items():
                 if value and count_stats:
                     pipe.hincrby(memory_key, f"stat_{name}", value)
@@ -115,8 +130,6 @@ class FactStore:
                 pipe.expire(facts_key, self._ttl(scope))
             if self.facts_ttl_seconds:
                 pipe.expire(memory_key, self.facts_ttl_seconds)
-                if scope == "user":
-                    pipe.expire(vectors_key, self.facts_ttl_seconds)
             pipe.execute()
             return result
 
@@ -134,34 +147,43 @@ class FactStore:
                         detail="picked by category until `memory reembed`")
             return {}
 
-    def _write_vectors(self, pipe: Any, key: str, stored_model: str | None, encoded: dict[str, str],
-                       stale: list[str]) -> None:
-        """Queue the vectors' changes: the new ones in, the stale ones out; all of another
-        model's out first (two models' vectors are never compared)."""
-        if encoded and self.vectors is not None and stored_model not in (None, self.vectors.model):
-            pipe.delete(key)
-        elif stale:
-            pipe.hdel(key, *stale)
+    def _vectors_after(self, vectors: dict[str, str], encoded: dict[str, str], stale: list[str]) -> dict[str, str]:
+        """Return the vectors after a write: the new ones in, the stale ones out; all of
+        another model's out first (two models' vectors are never compared)."""
+        if encoded and self.vectors is not None and vectors.get(MODEL_FIELD) not in (None, self.vectors.model):
+            vectors = {}
+        vectors = {k: v for k, v in vectors.items() if k not in stale or k in encoded}
         if encoded and self.vectors is not None:
-            pipe.hset(key, mapping={MODEL_FIELD: self.vectors.model, **encoded})
+            vectors.update({MODEL_FIELD: self.vectors.model, **encoded})
+        return vectors
+
+    def _write_user(self, pipe: Any, facts_key: str, vectors_key: str, stored: dict[str, str],
+                    vectors: dict[str, str]) -> None:
+        """Queue the user's facts and vectors as one packed string (or none when no fact is
+        left); the vectors hash of the encoding before it goes."""
+        if stored:
+            pipe.set(facts_key, packed_facts.pack(stored, vectors))
+            if self.facts_ttl_seconds:
+                pipe.expire(facts_key, self.facts_ttl_seconds)
+        else:
+            pipe.delete(facts_key)
+        pipe.delete(vectors_key)
 
     def reembed(self, user: str) -> int:
         """Embed every fact of the user again with the current model, replacing all their
         vectors; return how many. Raise LLMUnavailable when the model fails (nothing changes)."""
         if self.vectors is None:
             return 0
-        facts_key, vectors_key = user_key(FACTS_PREFIX, user), user_key(VECTORS_PREFIX, user)
+        facts_key, vectors_key = self._user_keys(user)
         vectors = self.vectors
 
         def attempt(pipe: Any) -> int:
-            existing = decode_facts(pipe.hgetall(facts_key))
-            encoded = vectors.encode(existing.values())
+            stored, _ = packed_facts.read(pipe, facts_key, vectors_key)
+            encoded = vectors.encode(decode_facts(stored).values())
             pipe.multi()
-            pipe.delete(vectors_key)
-            if encoded:
-                pipe.hset(vectors_key, mapping={MODEL_FIELD: vectors.model, **encoded})
-                if self.facts_ttl_seconds:
-                    pipe.expire(vectors_key, self.facts_ttl_seconds)
+            if stored:
+                self._write_user(pipe, facts_key, vectors_key, stored,
+                                 {MODEL_FIELD: vectors.model, **encoded} if encoded else {})
             pipe.execute()
             return len(encoded)
 
@@ -170,20 +192,31 @@ class FactStore:
     def load_vectors(self, user: str) -> dict[str, str]:
         """Return the user's fact vectors as stored (with MODEL_FIELD)."""
         try:
-            return {text(k): text(v) for k, v in self.redis.hgetall(user_key(VECTORS_PREFIX, user)).items()}
+            return packed_facts.read(self.redis, *self._user_keys(user))[1]
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
 
     def delete(self, user: str, key: str, scope: str = "user") -> bool:
         """Delete one fact (and its vector); return whether it existed."""
-        try:
-            with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hdel(self._scope_key(user, scope), key)
-                if scope == "user":
-                    pipe.hdel(user_key(VECTORS_PREFIX, user), key)
-                return bool(pipe.execute()[0])
-        except redis.RedisError as err:
-            raise StoreUnavailable(str(err)) from err
+        if scope != "user":
+            try:
+                return bool(self.redis.hdel(self._scope_key(user, scope), key))
+            except redis.RedisError as err:
+                raise StoreUnavailable(str(err)) from err
+        facts_key, vectors_key = self._user_keys(user)
+
+        def attempt(pipe: Any) -> bool:
+            stored, vectors = packed_facts.read(pipe, facts_key, vectors_key)
+            if key not in stored:
+                pipe.unwatch()
+                return False
+            pipe.multi()
+            self._write_user(pipe, facts_key, vectors_key, {k: v for k, v in stored.items() if k != key},
+                             {k: v for k, v in vectors.items() if k != key})
+            pipe.execute()
+            return True
+
+        return watched(self.redis, (facts_key, vectors_key), attempt, f"facts of {user[:4]}…")
 
     # -- org scope ---------------------------------------------------------------------
     def org_facts(self, fresh: bool = False) -> dict[str, Fact]:

@@ -16,7 +16,8 @@ from bot.dev.memory_evaluation import load_users, user_facts
 from bot.memory.rules import merge_facts
 from bot.observability.metrics import MESSAGE_EMBEDDINGS
 from bot.storage.facts import MODEL_FIELD
-from bot.storage.keys import VECTORS_PREFIX, user_key
+from bot.storage import packed_facts
+from bot.storage.keys import FACTS_PREFIX, VECTORS_PREFIX, user_key
 from bot.users import memory as operations
 from bot.users.lifecycle import erase_user
 from bot.users.reports import export_user
@@ -25,7 +26,12 @@ from tests.memory.test_entities_flow import memory_block_of_last_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.embeddings]
 
-VECTORS_KEY = user_key(VECTORS_PREFIX, USER)
+FACTS_KEY, VECTORS_KEY = user_key(FACTS_PREFIX, USER), user_key(VECTORS_PREFIX, USER)
+
+
+def stored_vectors(client) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Return the user's vectors as stored, with the model's field."""
+    return packed_facts.read(client, FACTS_KEY, VECTORS_KEY)[1]
 
 
 def remember(services, user_id: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
@@ -44,11 +50,10 @@ def remember(services, user_id: str) -> dict:  # type: ignore[no-untyped-def,typ
 def test_a_fact_is_picked_by_meaning_in_each_language(chat_with, model, services, redis_client, user_id: str,
                                                       message: str, wanted: set[str]) -> None:  # type: ignore[no-untyped-def]
     facts = remember(services, user_id)
-    stored = redis_client.hgetall(VECTORS_KEY)
+    stored = stored_vectors(redis_client)
     assert stored[MODEL_FIELD] == services.settings.EMBEDDING_MODEL
     assert {k for k in stored if k != MODEL_FIELD} == {k for k, f in facts.items() if f.confidence >= 0.7}
     assert all(len(v) == 64 for k, v in stored.items() if k != MODEL_FIELD)  # 384 bits, base64
-    assert redis_client.object("encoding", VECTORS_KEY) in ("listpack", "ziplist")  # compact
     chat_with()(message)
     by_meaning = memory_block_of_last_reply(model)
     assert all(f"- {key}:" in by_meaning for key in wanted)
@@ -76,17 +81,16 @@ def test_vectors_follow_their_facts(services, redis_client, make_settings) -> No
     settings = services.settings
     operations.set_fact(services.users, settings, USER, "dog_name", "Rex, a beagle")
     operations.set_fact(services.users, settings, USER, "city", "Porto")
-    before = redis_client.hget(VECTORS_KEY, "dog_name")
+    before = stored_vectors(redis_client)["dog_name"]
     operations.set_fact(services.users, settings, USER, "dog_name", "Bolacha, a golden retriever")
-    assert redis_client.hget(VECTORS_KEY, "dog_name") not in (None, before)  # the edit's vector
+    assert stored_vectors(redis_client).get("dog_name") not in (None, before)  # the edit's vector
     assert operations.delete_fact(services.users, USER, "city")
-    assert redis_client.hkeys(VECTORS_KEY) == [MODEL_FIELD, "dog_name"] or set(redis_client.hkeys(VECTORS_KEY)) == {
-        MODEL_FIELD, "dog_name"}
+    assert set(stored_vectors(redis_client)) == {MODEL_FIELD, "dog_name"}
     exported = export_user(services.users, USER)["fact_vectors"]
     assert exported["model"] == settings.EMBEDDING_MODEL and set(exported["vectors"]) == {"dog_name"}
     assert json.dumps(exported)  # plain JSON, as the export is written
     erase_user(services.users, USER, actor="test", via="cli")
-    assert not redis_client.exists(VECTORS_KEY)
+    assert not redis_client.exists(FACTS_KEY) and not redis_client.exists(VECTORS_KEY)
 
 
 def test_a_fact_written_while_the_model_is_down_is_reembedded_later(make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
@@ -95,21 +99,49 @@ def test_a_fact_written_while_the_model_is_down_is_reembedded_later(make_setting
     down = build_services(make_settings(EMBEDDING_BASE_URL="http://127.0.0.1:9/v1"))
     operations.set_fact(down.users, down.settings, USER, "diet", "vegetarian")
     assert down.facts.load(USER)["diet"].value == "vegetarian"  # stored all the same
-    assert not redis_client.hexists(VECTORS_KEY, "diet")
+    assert "diet" not in stored_vectors(redis_client)
     up = build_services(make_settings())
     assert operations.reembed_memory(up.users, [USER]) == {"users": 1, "facts": 1}
-    assert redis_client.hget(VECTORS_KEY, MODEL_FIELD) == up.settings.EMBEDDING_MODEL
-    assert redis_client.hexists(VECTORS_KEY, "diet")
+    assert stored_vectors(redis_client)[MODEL_FIELD] == up.settings.EMBEDDING_MODEL
+    assert "diet" in stored_vectors(redis_client)
+    assert up.facts.load(USER)["diet"].value == "vegetarian"
 
 
 def test_vectors_of_another_model_are_never_compared(services, redis_client) -> None:  # type: ignore[no-untyped-def]
     operations.set_fact(services.users, services.settings, USER, "diet", "vegetarian")
-    stored = {k: v for k, v in redis_client.hgetall(VECTORS_KEY).items()}
+    stored = stored_vectors(redis_client)
     query = services.embedder.embed(["o que janto hoje?"], deadline_s=5, purpose="test", kind="query")[0]
     assert set(services.facts.vectors.similarities(query, stored)) == {"diet"}
     assert services.facts.vectors.similarities(query, {**stored, MODEL_FIELD: "another-model"}) == {}
-    # a write with another model's vectors in the hash replaces them all
-    redis_client.hset(VECTORS_KEY, mapping={MODEL_FIELD: "another-model", "old_fact": "A" * 64})
+    # a write over another model's vectors replaces them all
+    facts = packed_facts.read(redis_client, FACTS_KEY, VECTORS_KEY)[0]
+    redis_client.set(FACTS_KEY, packed_facts.pack(facts, {MODEL_FIELD: "another-model", "diet": "A" * 64}))
     operations.set_fact(services.users, services.settings, USER, "city", "Porto")
-    assert set(redis_client.hkeys(VECTORS_KEY)) == {MODEL_FIELD, "city"}
-    assert redis_client.hget(VECTORS_KEY, MODEL_FIELD) == services.settings.EMBEDDING_MODEL
+    assert set(stored_vectors(redis_client)) == {MODEL_FIELD, "city"}
+    assert stored_vectors(redis_client)[MODEL_FIELD] == services.settings.EMBEDDING_MODEL
+    assert set(services.facts.load(USER)) == {"diet", "city"}
+
+
+def test_fifty_facts_and_their_vectors_fit_in_8_kb(services, redis_client) -> None:  # type: ignore[no-untyped-def]
+    facts = user_facts(next(u for u in load_users() if u["id"] == "m02"))
+    services.facts.merge(USER, "user", lambda existing: merge_facts(
+        existing, list(facts.values()), threshold=0.0, max_facts=50, conflict_margin=0.1, now=time.time()))
+    assert len(services.facts.load(USER)) == 50 and len(stored_vectors(redis_client)) == 51  # each, and the model
+    assert redis_client.type(FACTS_KEY) == "string" and not redis_client.exists(VECTORS_KEY)
+    assert redis_client.memory_usage(FACTS_KEY, samples=0) <= 8 * 1024
+
+
+def test_facts_stored_before_the_packed_string_read_and_are_packed_at_the_next_write(
+        chat_with, model, services, redis_client) -> None:  # type: ignore[no-untyped-def]
+    remember(services, "m06")
+    facts, vectors = packed_facts.read(redis_client, FACTS_KEY, VECTORS_KEY)
+    redis_client.delete(FACTS_KEY)
+    redis_client.hset(FACTS_KEY, mapping=facts)  # as every user was stored before
+    redis_client.hset(VECTORS_KEY, mapping=vectors)
+    assert services.facts.load(USER).keys() == facts.keys()
+    chat_with()("hace 35 grados, lo saco a pasear al perro o mejor no?")  # the claim reads the hashes
+    assert "- dog_health:" in memory_block_of_last_reply(model)
+    operations.set_fact(services.users, services.settings, USER, "city", "Valencia")
+    assert redis_client.type(FACTS_KEY) == "string" and not redis_client.exists(VECTORS_KEY)
+    after, after_vectors = packed_facts.read(redis_client, FACTS_KEY, VECTORS_KEY)
+    assert after.keys() == {*facts, "city"} and after_vectors.keys() == {*vectors, "city"}

@@ -15,7 +15,7 @@ from bot.memory.selection import FENCE_CLOSE, FENCE_OPEN, FOOTER, HEADER
 from bot.dev.standin import StandinModel
 from bot.storage.records import Fact
 from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, SEEN_PREFIX, SESSION_FACTS_PREFIX, user_key
-from tests.conftest import USER, give_workers, inbound_form, sign
+from tests.conftest import USER, give_workers, inbound_form, sign, stored_facts
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +64,8 @@ def worker(mem_settings, monkeypatch, run_worker):  # type: ignore[no-untyped-de
 
 def facts_of(r: redis.Redis, user: str = USER, prefix: str = FACTS_PREFIX) -> dict[str, dict]:  # type: ignore[type-arg]
     """Return the stored facts as the API shows them (they are stored packed or as JSON)."""
-    decoded = {k: Fact.from_json(k, v) for k, v in r.hgetall(user_key(prefix, user)).items()}
+    stored = stored_facts(r, user) if prefix == FACTS_PREFIX else r.hgetall(user_key(prefix, user))
+    decoded = {k: Fact.from_json(k, v) for k, v in stored.items()}
     return {k: f.to_public() for k, f in decoded.items() if f is not None}
 
 
@@ -87,7 +88,7 @@ def test_extraction_stores_facts_with_provenance(say, model: StandinModel, worke
     assert city["value"] == "Lisbon" and city["category"] == "location" and city["source"] == "auto"
     assert city["confidence"] == 0.92 and city["importance"] == 0.7
     assert city["created_at"] == city["updated_at"] > 0 and city["provenance"] == "#1"  # the pair it came from
-    raw = redis_client.hget(user_key(FACTS_PREFIX, USER), "city")
+    raw = stored_facts(redis_client)["city"]
     assert raw.startswith("~1|l|920|700|a|") and raw.endswith("|#1|Lisbon") and len(raw) <= 64  # packed
     meta = redis_client.hgetall(user_key(MEMORY_PREFIX, USER))
     assert meta["stat_extracted"] == "1" and meta["stat_stored"] == "1" and meta["extracted_seq"] == "1"

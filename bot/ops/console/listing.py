@@ -25,6 +25,7 @@ from bot.storage.keys import (
     USAGE_PREFIX,
     user_key,
 )
+from bot.storage import packed_facts
 from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.records import decode_pairs, text
 from bot.storage.usage import decode_usage
@@ -90,22 +91,26 @@ def read_rows(client: redis.Redis, users: list[tuple[str, float | None]], prices
             for user, _ in users:
                 pipe.hget(user_key(CONTEXT_PREFIX, user), "recent_messages")
                 pipe.llen(user_key(PENDING_PREFIX, user))
-                pipe.hlen(user_key(FACTS_PREFIX, user))
+                pipe.get(user_key(FACTS_PREFIX, user))  # packed, or...
+                pipe.hlen(user_key(FACTS_PREFIX, user))  # ...stored before (bot/storage/packed_facts.py)
                 pipe.hlen(user_key(SESSION_FACTS_PREFIX, user))
                 pipe.hmget(user_key(MEMORY_PREFIX, user), ["opted_out", TASK_OFF_FIELD])
                 pipe.hgetall(user_key(USAGE_PREFIX, user))
                 pipe.exists(user_key(HANDOVER_PREFIX, user))
-            raw = pipe.execute()
+            raw = pipe.execute(raise_on_error=False)  # WRONGTYPE from one of the two
+            failed = next((r for r in raw if isinstance(r, redis.RedisError) and not packed_facts.is_wrong_type(r)), None)
+            if failed is not None:
+                raise failed
     except redis.RedisError as err:
         raise StoreUnavailable(str(err)) from err
     rows = []
     for i, (user, last) in enumerate(users):
-        recent, pending, facts, session, flags, usage, handover = raw[7 * i : 7 * i + 7]
+        recent, pending, packed, facts, session, flags, usage, handover = raw[8 * i : 8 * i + 8]
         rows.append(UserRow(
             user=user,
             last_interaction=last,
             pairs=len(decode_pairs(text(recent))) + int(pending),
-            facts=int(facts) + int(session),
+            facts=packed_facts.count(packed, facts) + int(session),
             cost=total_cost(decode_usage(usage), prices),
             opted_out=text(flags[0]) == "1",
             task_off=text(flags[1]) == "1",

@@ -5,9 +5,10 @@
 --    is remembered: chat_seen's TTL); reply_window (seconds a redelivery still gets the
 --    first reply, in full).
 -- Returns {status ('new', 'duplicate' or 'inflight'), the context hash ('new' only), the
---          reply or false, facts, session facts, memory (flat hashes, 'new' only),
---          seconds since the first attempt (duplicates), or -1, the facts' vectors (flat
---          hash, 'new' only)}.
+--          reply or false, facts (the packed string, or the hash of a user stored before it),
+--          session facts, memory (flat hashes, 'new' only), seconds since the first attempt
+--          (duplicates), or -1, the facts' vectors of a user stored before the packed string
+--          (flat hash, 'new' only)}.
 local rec = redis.call('HGET', K.seen, A.sid)
 if rec then
   local r = decoded(rec)
@@ -27,6 +28,8 @@ if rec then
 end
 redis.call('HSET', K.seen, A.sid, cjson.encode({st='pending', ts=A.now, tok=A.token}))
 redis.call('EXPIRE', K.seen, A.window)
-return {'new', redis.call('HGETALL', K.context), false,
-        redis.call('HGETALL', K.facts), redis.call('HGETALL', K.session), redis.call('HGETALL', K.memory), '-1',
+local facts
+if redis.call('TYPE', K.facts).ok == 'string' then facts = redis.call('GET', K.facts)
+else facts = redis.call('HGETALL', K.facts) end
+return {'new', redis.call('HGETALL', K.context), false, facts, redis.call('HGETALL', K.session), redis.call('HGETALL', K.memory), '-1',
         redis.call('HGETALL', K.vectors)}

@@ -8,7 +8,7 @@ from structlog.testing import capture_logs
 
 from bot.storage.keys import CONTEXT_PREFIX, FACTS_PREFIX, MEMORY_PREFIX, SESSION_FACTS_PREFIX, user_key
 from bot.storage.records import Fact
-from tests.conftest import USER
+from tests.conftest import USER, stored_facts
 from tests.ops.console.support import OPERATOR, PASSWORD, add_operator, post, say, sign_in
 from tests.ops.console.test_pages import fail_a_job
 
@@ -39,7 +39,7 @@ def test_reset_clears_the_conversation_and_keeps_facts(console_app, console, red
     assert response.status_code == 302 and response.headers["Location"] == USER_PAGE
     context = redis_client.hgetall(user_key(CONTEXT_PREFIX, USER))
     assert context["recent_messages"] == "[]" and context["summary"] == ""
-    assert redis_client.hexists(user_key(FACTS_PREFIX, USER), "name")
+    assert "name" in stored_facts(redis_client)
     (audit,) = audits(logs)
     assert audit["event"] == "audit.reset" and audit["actor"] == "console:admin" and audit["via"] == "console"
     assert audit["target"] == "+14*******00"
@@ -49,18 +49,18 @@ def test_reset_clears_the_conversation_and_keeps_facts(console_app, console, red
 def test_add_edit_and_delete_a_fact(console, redis_client) -> None:  # type: ignore[no-untyped-def]
     with capture_logs() as logs:
         act(console, "facts", {"key": "Favourite Tram", "value": "28", "category": "", "importance": "0.6", "scope": "user"})
-    stored = Fact.from_json("favourite_tram", redis_client.hget(user_key(FACTS_PREFIX, USER), "favourite_tram"))
+    stored = Fact.from_json("favourite_tram", stored_facts(redis_client)["favourite_tram"])
     assert stored is not None and stored.value == "28" and stored.category == "preference"
     assert stored.source == "operator" and stored.provenance == "console:admin" and stored.importance == 0.6
     assert audits(logs)[0]["event"] == "audit.fact_set" and audits(logs)[0]["actor"] == "console:admin"
     act(console, "facts", {"key": "favourite_tram", "value": "15E", "category": "preference", "importance": "0.6", "scope": "user"})
-    edited = Fact.from_json("favourite_tram", redis_client.hget(user_key(FACTS_PREFIX, USER), "favourite_tram"))
+    edited = Fact.from_json("favourite_tram", stored_facts(redis_client)["favourite_tram"])
     assert edited is not None and edited.value == "15E" and edited.previous[0]["value"] == "28"
     act(console, "facts", {"key": "in_town", "value": "this week", "scope": "session", "importance": "0.5"})
     assert redis_client.hexists(user_key(SESSION_FACTS_PREFIX, USER), "in_town")
     with capture_logs() as logs:
         act(console, "facts/delete", {"key": "favourite_tram", "scope": "user"})
-    assert not redis_client.hexists(user_key(FACTS_PREFIX, USER), "favourite_tram")
+    assert "favourite_tram" not in stored_facts(redis_client)
     assert audits(logs)[0]["event"] == "audit.fact_deleted" and audits(logs)[0]["actor"] == "console:admin"
 
 
@@ -147,6 +147,7 @@ def test_no_get_changes_anything(console_app, console, redis_client, model) -> N
 
 def test_a_fact_stored_under_an_old_synonym_is_edited_and_deleted_as_stored(console, redis_client) -> None:  # type: ignore[no-untyped-def]
     """Keys stored before a synonym folded them (home_city is city now) stay editable."""
+    from bot.memory.rules import MergeResult, MergeStats
     from bot.storage.facts import FactStore
     from bot.storage.records import Fact
     from tests.conftest import USER
@@ -160,6 +161,7 @@ def test_a_fact_stored_under_an_old_synonym_is_edited_and_deleted_as_stored(cons
     page = f"/console/users/{USER}"
     post(console, f"{page}/facts/delete", {"key": "home_city", "scope": "user"}, page)
     assert set(facts.load(USER)) == {"city"}  # the fact shown, not its canonical twin
-    redis_client.hset(f"user_facts:{{{USER}}}", "home_city", Fact("home_city", "Lisbon", "location", 0.9, 0.8, "auto").to_json())
+    facts.merge(USER, "user", lambda existing: MergeResult(
+        {"home_city": Fact("home_city", "Lisbon", "location", 0.9, 0.8, "auto")}, [], MergeStats()))
     post(console, f"{page}/facts", {"key": "home_city", "value": "Braga", "scope": "user"}, page)
     assert set(facts.load(USER)) == {"city"} and facts.load(USER)["city"].value == "Braga"
