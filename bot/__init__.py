@@ -6,7 +6,14 @@ imported lazily here, so importing any one layer does not pull in the whole app.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
+
+# One BLAS thread per process, set before numpy loads OpenBLAS: a message's dense search is
+# one small matrix product, and OpenBLAS's threads on top of gunicorn's and RQ's cost a
+# message 6 ms at p50 on a busy 2-core host (docs/semantic.md, Speed). An operator's own
+# value wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 if TYPE_CHECKING:
     from flask import Flask

@@ -147,6 +147,10 @@ class _Language:
     bm25: bm25s.BM25 | None
     idf: dict[str, float] = field(default_factory=dict)
     unknown_idf: float = 0.0  # the weight of a word no chunk holds
+    position_array: np.ndarray = field(init=False)  # positions, for numpy's indexing
+
+    def __post_init__(self) -> None:
+        self.position_array = np.array(self.positions, dtype=np.int64)
 
 
 class KnowledgeIndex:
@@ -225,11 +229,11 @@ class KnowledgeIndex:
     def __len__(self) -> int:
         return len(self.chunks)
 
-    def lexical(self, question: str) -> dict[int, tuple[float, float]]:
-        """Return, for each chunk that shares a word with the question, its coverage (the
-        idf-weighted share of the question's words it holds, 0..1) and its BM25 score over
-        the question's ideal score (the ranking)."""
-        found: dict[int, tuple[float, float]] = {}
+    def lexical(self, question: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return the chunks that share a word with the question, each once (in its best
+        language): their positions, coverage (the idf-weighted share of the question's words
+        each holds, 0..1) and BM25 score over the question's ideal score (the ranking)."""
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for lang in self.languages.values():
             tokens = list(dict.fromkeys(lang.tokenizer(question)))  # each word once
             known = [t for t in tokens if t in lang.idf]
@@ -247,13 +251,18 @@ class KnowledgeIndex:
                 scores = lang.bm25.get_scores([token])
                 raw += scores
                 covered += (scores > 0) * weight
-            ideal = total / (1 + K1)
-            for local in np.flatnonzero(raw > 0):
-                position = lang.positions[int(local)]
-                scored = (float(covered[local] / total), float(raw[local] / ideal))
-                if position not in found or scored[1] > found[position][1]:  # its best language
-                    found[position] = scored
-        return found
+            local = np.flatnonzero(raw > 0)
+            found.append((lang.position_array[local], covered[local] / total, raw[local] / (total / (1 + K1))))
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+        positions, coverage, score = (np.concatenate(parts) for parts in zip(*found))
+        if len(found) > 1:  # a chunk in several languages counts once, with its best score
+            best = np.lexsort((-score, positions))
+            first = np.ones(len(best), dtype=bool)
+            first[1:] = positions[best][1:] != positions[best][:-1]
+            keep = best[first]
+            positions, coverage, score = positions[keep], coverage[keep], score[keep]
+        return positions, coverage, score
 
     def search(
         self, question: str, limit: int = 10, question_vector: bytes | Callable[[], bytes | None] | None = None
@@ -261,11 +270,13 @@ class KnowledgeIndex:
         """Return the best chunks for a question, best first: BM25 alone, or fused with the
         vector ranking by reciprocal rank when the question's vector is given (or a callable
         that returns it, read after BM25 has run: the embedding works meanwhile)."""
-        lexical = self.lexical(question)
+        positions, coverage, score = self.lexical(question)
         if callable(question_vector):
             question_vector = question_vector() if self.vectors is not None else None
-        lexical_order = sorted(lexical, key=lambda p: (-lexical[p][1], p))
-        bm25_rank = {p: rank for rank, p in enumerate(lexical_order, start=1)}
+        ranked = positions[np.lexsort((positions, -score))]  # best first; a tie by position
+        bm25_rank = {int(p): rank for rank, p in enumerate(ranked[:FUSION_DEPTH].tolist(), start=1)}
+        lexical_at = np.full(len(self.chunks), -1, dtype=np.int64)  # chunk position -> its row above
+        lexical_at[positions] = np.arange(len(positions))
         similarity: dict[int, float] = {}
         vector_rank: dict[int, int] = {}
         margin: dict[int, float] = {}
@@ -285,14 +296,23 @@ class KnowledgeIndex:
                     vector_rank[position] = rank
                     similarity[position] = float(sims[row])
                     margin[position] = float(sims[row]) - baseline
-        candidates = set(lexical_order[:FUSION_DEPTH]) | set(vector_rank)
+        # a chunk the vectors found below BM25's first FUSION_DEPTH still has its BM25 rank
+        if vector_rank.keys() - bm25_rank.keys() and len(ranked) > FUSION_DEPTH:
+            rank_of = np.zeros(len(self.chunks), dtype=np.int64)
+            rank_of[ranked] = np.arange(1, len(ranked) + 1)
+            bm25_rank.update({p: int(rank_of[p]) for p in vector_rank if p not in bm25_rank and rank_of[p]})
+        candidates = set(ranked[:FUSION_DEPTH].tolist()) | set(vector_rank)
 
         def fused(p: int) -> float:
             return sum(1.0 / (RRF_K + r[p]) for r in (bm25_rank, vector_rank) if p in r)
 
+        def words(p: int) -> tuple[float, float]:
+            at = lexical_at[p]
+            return (0.0, 0.0) if at < 0 else (float(coverage[at]), float(score[at]))
+
         hits = [
-            Hit(self.chunks[p], *lexical.get(p, (0.0, 0.0)), bm25_rank.get(p), similarity.get(p), vector_rank.get(p),
-                margin.get(p), fused(p))
+            Hit(self.chunks[p], *words(p), bm25_rank.get(p), similarity.get(p), vector_rank.get(p), margin.get(p),
+                fused(p))
             for p in candidates
         ]
         hits.sort(key=lambda h: (-h.fused, -h.score, h.chunk.id))
