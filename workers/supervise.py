@@ -8,16 +8,26 @@ restarts it: at once when Redis answers again after an outage (polled every half
 work resumes within seconds), with a growing pause when it keeps crashing while Redis is
 fine (a bad setting must not spin). SIGTERM and SIGINT go to the worker, which finishes its
 job (RQ's warm shutdown); then the supervisor exits with the worker's code.
+
+A worker that dies mid-job (killed, out of memory) leaves its job in RQ's started registry,
+where RQ would see it abandoned only when its heartbeat runs out, plus a fixed minute: about
+75 s. The supervisor names each `rq worker` it starts, so when one dies it marks that
+worker's jobs abandoned at once; the pool's next maintenance (every `--maintenance-interval`
+seconds) handles them as RQ handles any abandoned job, with its failure callback and retry
+policy, in a worker process (README, Context and summaries).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
+from pathlib import Path
 
 import redis
 
@@ -47,6 +57,43 @@ def redis_answers(url: str) -> bool:
         return False
 
 
+def is_rq_worker(command: list[str]) -> bool:
+    """Return whether the command starts an RQ worker that the supervisor may name."""
+    return len(command) > 1 and Path(command[0]).name == "rq" and command[1] == "worker" and not any(
+        arg in ("--name", "-n") or arg.startswith("--name=") for arg in command)
+
+
+def rescue(url: str, name: str) -> list[str]:
+    """Mark the jobs of the dead worker `name` abandoned now; return their ids.
+
+    Each execution the worker had started gets a heartbeat that has run out, in its queue's
+    started registry: the next maintenance of any worker (StartedJobRegistry.cleanup) runs
+    the job's failure callback, then retries it (or files it as failed with none left).
+    """
+    from rq.job import Job
+    from rq.exceptions import NoSuchJobError
+    from rq.registry import StartedJobRegistry
+    from rq.worker import Worker
+
+    connection = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+    try:
+        worker = Worker.find_by_key(Worker.redis_worker_namespace_prefix + name, connection=connection)
+        if worker is None:
+            return []
+        rescued = []
+        for execution in worker.get_current_executions(refresh=True):
+            try:
+                job = Job.fetch(execution.job_id, connection=connection)
+            except NoSuchJobError:
+                continue
+            registry = StartedJobRegistry(job.origin, connection=connection)
+            if connection.zadd(registry.key, {execution.composite_key: 0}, xx=True, ch=True):
+                rescued.append(job.id)
+        return rescued
+    finally:
+        connection.close()
+
+
 class Slot(threading.Thread):
     """One worker process, started again whenever it exits, until the supervisor stops."""
 
@@ -57,6 +104,8 @@ class Slot(threading.Thread):
         self.stopping = stopping
         self.child: subprocess.Popen[bytes] | None = None
         self.code = 0
+        self.named = is_rq_worker(command)
+        self.worker_name = ""
 
     def signal(self, signum: int) -> None:
         """Pass a stop signal on to the worker process."""
@@ -71,8 +120,12 @@ class Slot(threading.Thread):
             # A session of its own: a signal sent to our whole group (Ctrl-C, a platform
             # stopping every process) reaches the worker once, through us; twice would make
             # RQ kill the job.
+            command = self.command
+            if self.named:  # unique, so that a dead worker's jobs can be found (rescue)
+                self.worker_name = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+                command = [*command[:2], "--name", self.worker_name, *command[2:]]
             try:
-                self.child = subprocess.Popen(self.command, start_new_session=True)
+                self.child = subprocess.Popen(command, start_new_session=True)
             except OSError as err:  # cannot start it (no memory, no such command): retry, loudly
                 pause = min(MAX_PAUSE_S, max(1.0, pause * 2))
                 say("worker.not_started", error=f"{type(err).__name__}: {err}", retry_in_s=pause)
@@ -86,6 +139,7 @@ class Slot(threading.Thread):
                 break
             ran = time.monotonic() - started
             if redis_answers(self.url):
+                self.rescue()
                 # Redis is fine: the worker crashed or quit on its own. Back off if it keeps doing so.
                 pause = 0.0 if ran >= HEALTHY_RUN_S else min(MAX_PAUSE_S, max(1.0, pause * 2))
                 say("worker.exited", code=self.code, ran_s=round(ran, 1), restart_in_s=pause)
@@ -97,6 +151,20 @@ class Slot(threading.Thread):
                 pause = 0.0
                 if not self.stopping.is_set():
                     say("redis.back", restarting=True)
+                    self.rescue()
+
+
+    def rescue(self) -> None:
+        """Hand the jobs of the worker that just died back to the pool (logged, never fatal)."""
+        if not self.named or self.code == 0:
+            return
+        try:
+            jobs = rescue(self.url, self.worker_name)
+        except Exception as err:  # RQ's heartbeat path still redoes them, later
+            say("worker.rescue_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
+            return
+        if jobs:
+            say("worker.jobs_abandoned", worker=self.worker_name, jobs=",".join(jobs))
 
 
 def main(argv: list[str] | None = None) -> int:

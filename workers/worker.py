@@ -20,7 +20,7 @@ class BotWorker(Worker):
     - A lost connection while waiting for jobs is retried every 2 s at most (RQ backs off to
       60 s), so work resumes within seconds of Redis coming back.
     - A running job renews its heartbeat every `--job-monitoring-interval` seconds and counts
-      as abandoned 3 intervals after the last one (RQ adds a fixed minute), and every
+      as abandoned 3 intervals after the last one (at once when the supervisor saw its worker die), and every
       `--maintenance-interval` seconds a worker retries abandoned jobs, holding the same
       trigger token, so it is still done exactly once.
     - An idle worker wakes from waiting for work every maintenance interval, not every

@@ -103,36 +103,43 @@ def test_work_resumes_within_seconds_of_redis_coming_back(
     assert supervisor.returncode is not None
 
 
-def test_a_job_whose_worker_was_killed_is_redone_within_a_minute(  # type: ignore[no-untyped-def]
+def test_a_job_whose_worker_was_killed_is_redone_by_the_pool_within_30_s(  # type: ignore[no-untyped-def]
     send, model: StandinModel, services, settings, queue_redis_url
 ) -> None:
+    """Two supervised workers with the Procfile's intervals (heartbeat 5 s, maintenance
+    10 s): the one running the summary is killed with its work horse mid-call, the
+    supervisor marks its job abandoned, and the pool redoes it, once."""
+    import psutil
+    from rq.worker import Worker
+
     chat(send, model, 10)
     model.script({"content": "never stored", "delay_s": 30, "match": SUMMARY_MARK},
                  {"content": SUMMARY, "match": SUMMARY_MARK})
-    quick = ["--job-monitoring-interval", "1", "--maintenance-interval", "1"]
-    command = [RQ, "worker", "--worker-class", "workers.worker.BotWorker", "--url", queue_redis_url, *quick,
-               "--logging_level", "WARNING", "summaries"]
-    first = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL, start_new_session=True)
-    second = None
+    command = [sys.executable, "-m", "workers.supervise", "--processes", "2", RQ, "worker",
+               "--worker-class", "workers.worker.BotWorker", "--url", queue_redis_url,
+               "--job-monitoring-interval", "5", "--maintenance-interval", "10", "--logging_level", "WARNING",
+               "summaries"]
+    supervisor = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.PIPE)
+    connection = redis.Redis.from_url(queue_redis_url)
     try:
         deadline = time.monotonic() + 30
         while not summary_requests(model) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert summary_requests(model), "the job never reached the model"
-        os.killpg(first.pid, signal.SIGKILL)  # the worker and its work horse, mid-call
-        first.wait(10)
+        busy = next(w for w in Worker.all(connection=connection) if w.get_current_job_id())
+        doomed = [psutil.Process(busy.pid), *psutil.Process(busy.pid).children(recursive=True)]
+        for proc in doomed:  # the worker and its work horse, mid-call
+            proc.kill()
         killed = time.monotonic()
-        second = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL)
-        while services.store.load(USER).summary != SUMMARY and time.monotonic() < killed + 60:
+        while services.store.load(USER).summary != SUMMARY and time.monotonic() < killed + 45:
             time.sleep(0.2)
         redone_after = time.monotonic() - killed
     finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        if second is not None:
-            stop(second)
-    assert services.store.load(USER).summary == SUMMARY and redone_after < 60
+        stop(supervisor)
+        connection.close()
+    assert services.store.load(USER).summary == SUMMARY and redone_after < 30
     assert services.store.pending_pairs(USER) == [] and len(summary_requests(model)) == 2
+    assert b"worker.jobs_abandoned" in supervisor.stderr.read()
 
 
 def test_an_idle_worker_comes_round_to_maintenance(settings, queue_redis_url: str) -> None:  # type: ignore[no-untyped-def]
