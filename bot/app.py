@@ -12,6 +12,7 @@ from twilio.request_validator import RequestValidator
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from bot.channels.twilio import routes as twilio_routes
+from bot.channels.twilio.deferred import Deferral
 from bot.channels.twilio.media import MediaFetcher
 from bot.channels.twilio.rest import RestReplier, make_twilio_client
 from bot.channels.twilio.sender import make_message_sender
@@ -39,6 +40,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.extensions["bot.validator"] = RequestValidator(settings.twilio_auth_token)
     app.extensions["bot.services"] = services
     app.extensions["bot.pipeline"] = services.pipeline
+    if settings.deferred_on and services.deferred is not None:  # voice notes answered by a worker
+        app.extensions["bot.deferral"] = Deferral(settings, services.deferred, services.jobs)
     if settings.REPLY_MODE == "rest":
         replier = RestReplier(services.pipeline, make_twilio_client(settings), settings)
         app.extensions["bot.replier"] = replier
@@ -60,6 +63,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         model=settings.OPENAI_MODEL,
         model_standin=settings.MODEL_STANDIN,
         reply_mode=settings.REPLY_MODE,
+        deferred_replies=settings.deferred_on,
         strategy=settings.CONTEXT_STRATEGY,
     )
     return app

@@ -50,6 +50,7 @@ from bot.storage.activity import ActivityStore
 from bot.storage.centers import CenterStore
 from bot.storage.connection import QUEUE_REQUIRED, is_cluster, make_redis
 from bot.storage.context import NO_BYTE_BOUND, ContextStore
+from bot.storage.deferred import DeferredStore
 from bot.storage.entities import EntityStore
 from bot.storage.facts import FactStore
 from bot.storage.handover import HandoverStore
@@ -103,6 +104,8 @@ class Services:
     library: Library
     retriever: Retriever
     embedder: Embedder | None = None  # EMBEDDING_MODEL's client (None: off)
+    deferred: DeferredStore | None = None  # the users' deferred messages (docs/deferred.md)
+    deferred_pipeline: Pipeline | None = None  # the same steps, on DEFERRED_TURN_S instead of the webhook's clock
 
 
 def build_steps(
@@ -201,7 +204,9 @@ def make_transcriber(settings: Settings) -> Transcriber:
     model's (OPENAI_BASE_URL)."""
     base_url = settings.TRANSCRIPTION_BASE_URL or settings.OPENAI_BASE_URL
     api_key = settings.TRANSCRIPTION_API_KEY or settings.openai_api_key
-    timeout = min(settings.TRANSCRIPTION_TIMEOUT_S, max(settings.media_room_s, 1.0))
+    timeout = settings.TRANSCRIPTION_TIMEOUT_S
+    if not settings.deferred_on:  # every voice note is on the webhook's clock
+        timeout = min(timeout, max(settings.media_room_s, 1.0))
     client = make_transcription_client(base_url, api_key, timeout)
     return Transcriber(client, settings.TRANSCRIPTION_MODEL, timeout_s=timeout)
 
@@ -209,7 +214,12 @@ def make_transcriber(settings: Settings) -> Transcriber:
 def warn_media_room(settings: Settings) -> None:
     """Say at startup when the media timeouts are cut to fit the webhook's deadline."""
     room = settings.media_room_s
+    if settings.DEFERRED_REPLIES and not settings.deferred_on:
+        log.warning("deferred.off", detail="voice notes and photos must fit in the webhook's "
+                    "WEBHOOK_DEADLINE_S: set TWILIO_ACCOUNT_SID so they are answered by a worker instead")
     for name in ("MEDIA_FETCH_TIMEOUT_S", "TRANSCRIPTION_TIMEOUT_S"):
+        if name == "TRANSCRIPTION_TIMEOUT_S" and settings.deferred_on:
+            continue  # voice notes are deferred: the transcription has all of it
         if getattr(settings, name) > room:
             log.warning("media.timeout_capped", setting=name, value=getattr(settings, name), room_s=round(room, 1),
                         detail="WEBHOOK_DEADLINE_S keeps room for Redis and the reply; the rest is all media gets")
@@ -278,7 +288,8 @@ def build_services(
     handover = HandoverStore(client, ttl_seconds=settings.HANDOVER_TTL_HOURS * 3600, log_ttl_seconds=ttls.context)
     users = UserData(client, store, facts, meta, jobs, entities, usage, handover)
     matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
-    # Only the web app fetches media; the CLI and the workers build no speech client.
+    # Only what fetches media builds a speech client: the web app, and the workers when replies
+    # are deferred (workers/jobs.py); not the CLI.
     transcriber = make_transcriber(settings) if settings.VOICE and media_source is not None else None
     if media_source is not None:
         warn_media_room(settings)
@@ -289,5 +300,7 @@ def build_services(
                         task_prompt=prompts.task, media_source=media_source, transcriber=transcriber,
                         activity=activity, retriever=retriever, knowledge_rules=prompts.knowledge, embedder=embedder)
     pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
+    deferred_pipeline = Pipeline(steps, store, deadline_s=settings.DEFERRED_TURN_S)
     return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline,
-                    handover, activity, knowledge, library, retriever, embedder)
+                    handover, activity, knowledge, library, retriever, embedder,
+                    DeferredStore(client, settings.DEFERRED_TURN_S), deferred_pipeline)

@@ -211,6 +211,9 @@ def make_settings(
             "EXTRACTION_IDLE_S": 0,
             # Tests send bursts from one user; the rate limit has its own tests.
             "RATE_LIMIT_PER_MINUTE": 0,
+            # Deferred replies have their own tests (tests/channels/twilio/test_deferred.py); elsewhere
+            # media stay on the webhook's clock, the path of a bot without the Messages API.
+            "DEFERRED_REPLIES": False,
             "LOG_LEVEL": "DEBUG",
         }
         values.update(overrides)
@@ -305,6 +308,7 @@ def give_workers(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
         if value is not None:
             monkeypatch.setenv(name, str(value))
     workers.jobs.services.cache_clear()
+    workers.jobs.deferred_replies.cache_clear()
 
 
 @pytest.fixture
@@ -315,6 +319,7 @@ def worker_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     give_workers(settings, monkeypatch)
     yield settings
     workers.jobs.services.cache_clear()
+    workers.jobs.deferred_replies.cache_clear()
 
 
 @pytest.fixture
@@ -345,12 +350,12 @@ def run_worker(worker_env: Settings):  # type: ignore[no-untyped-def]
     """Run queued jobs to completion with RQ's SimpleWorker on the real Redis."""
     from rq import Queue, SimpleWorker
 
-    from bot.jobs.queue import FACTS_QUEUE, SUMMARY_QUEUE
+    from bot.jobs.queue import FACTS_QUEUE, REPLIES_QUEUE, SUMMARY_QUEUE
 
     connection = make_redis(worker_env.queue_redis_url, decode_responses=False)
 
     def work(*names: str) -> bool:
-        queues = [Queue(name, connection=connection) for name in (names or (SUMMARY_QUEUE, FACTS_QUEUE))]
+        queues = [Queue(name, connection=connection) for name in (names or (REPLIES_QUEUE, SUMMARY_QUEUE, FACTS_QUEUE))]
         return SimpleWorker(queues, connection=connection).work(burst=True, with_scheduler=False)
 
     yield work

@@ -12,7 +12,12 @@ from typing import Any
 import structlog
 from rq import get_current_job
 
+from bot.app import make_media_fetcher
+from bot.channels.twilio.deferred import DeferredReplies
+from bot.channels.twilio.sender import MessageSender, make_twilio_client
+from bot.channels.twilio.typing import TypingIndicator
 from bot.config import load_settings
+from bot.jobs.queue import DEFERRED_REPLY
 from bot.jobs.handoff import follow_up, hand_off, hurry, start
 from bot.conversation.summary import WAITING_FOR_EXTRACTION, Summarizer, summarize_conversation
 from bot.conversation.summary import summarize_when_idle as fold_when_idle
@@ -30,10 +35,39 @@ log = structlog.get_logger(__name__)
 
 @lru_cache(maxsize=1)
 def services() -> Services:
-    """Build this worker process's collaborators from the environment, once."""
+    """Build this worker process's collaborators from the environment, once; with deferred
+    replies on, the workers fetch and transcribe media as the webhook would."""
     settings = load_settings()
     configure_logging(settings.LOG_LEVEL, settings.log_json)
-    return build_services(settings)
+    return build_services(settings, media_source=make_media_fetcher(settings) if settings.deferred_on else None)
+
+
+@lru_cache(maxsize=1)
+def deferred_replies() -> DeferredReplies:
+    """Return what answers deferred messages in this process (built once)."""
+    s = services()
+    assert s.deferred is not None and s.deferred_pipeline is not None
+    client = make_twilio_client(s.settings)
+    return DeferredReplies(s.deferred_pipeline, s.deferred, MessageSender(client, s.settings),
+                           TypingIndicator(client, s.settings.TYPING_MAX_S))
+
+
+def answer_deferred(user: str, token: str) -> dict[str, Any]:
+    """Answer the user's deferred messages, oldest first, through the Messages API
+    (docs/deferred.md)."""
+    _bind("deferred", user)
+    sent = deferred_replies().answer(user, token)
+    _observe_lag(DEFERRED_REPLY)
+    return {"sent": sent}
+
+
+def deferred_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
+    """Log a failed attempt; after the last retry, give up the user's hold: their queue stays,
+    and their next deferred message starts a job."""
+    user, token, final = _failed("deferred", job, exc_type, exc)
+    deferred = services().deferred
+    if final and user and deferred is not None:
+        deferred.release(user, token)
 
 
 def summarizer(s: Services) -> Summarizer:

@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.config.console import ConsoleSettings
+from bot.config.deferred import DeferredSettings
 from bot.config.embeddings import EmbeddingSettings
 from bot.config.entities import EntitySettings
 from bot.config.knowledge import KnowledgeSettings
@@ -44,7 +45,7 @@ DEFAULT_REPHRASE_PHRASES = (
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
-class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, ConsoleSettings, KnowledgeSettings,
+class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, DeferredSettings, ConsoleSettings, KnowledgeSettings,
                EmbeddingSettings):
     """Every setting the bot reads; names are the environment variables."""
 

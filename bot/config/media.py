@@ -52,9 +52,9 @@ class MediaSettings(BaseModel):
     # The transcription's language hint (ISO 639-1: en, pt, es); unset: the user's stored
     # language fact, if any, else the model's own guess.
     TRANSCRIPTION_LANGUAGE: str | None = None
-    # All one transcription may take; part of WEBHOOK_DEADLINE_S (a 3-minute note takes a
-    # few seconds on OpenAI's models).
-    TRANSCRIPTION_TIMEOUT_S: float = Field(default=5.0, ge=1.0, le=10.0)
+    # All one transcription may take. A deferred voice note (docs/deferred.md) gets all of
+    # it; on the webhook's clock (no deferred replies) it is cut to what the webhook has left.
+    TRANSCRIPTION_TIMEOUT_S: float = Field(default=60.0, ge=1.0, le=600.0)
     # Media URLs are fetched with this API key pair instead of TWILIO_ACCOUNT_SID and
     # TWILIO_AUTH_TOKEN, when set (Twilio's recommended credentials for production).
     TWILIO_API_KEY_SID: str | None = None

@@ -44,6 +44,7 @@ class Turn:
 
     msg: InboundMessage
     deadline: float = float("inf")  # time.monotonic() by which the reply must be ready
+    claim_token: str | None = None  # the caller's own claim token (a deferred message's: docs/deferred.md)
     claim: Claim | None = None  # None: Redis was unreachable, so answer without memory, store nothing
     context: Context = field(default_factory=Context)
     read_along: dict[tuple[str, str], Any] = field(default_factory=dict)  # hash fields read with the claim
@@ -135,9 +136,11 @@ class Pipeline:
         """Return the names of the steps, in the order they run."""
         return tuple(step.name for step in self.steps)
 
-    def handle(self, msg: InboundMessage) -> Outcome:
-        """Answer one inbound message and record it."""
-        turn = Turn(msg, deadline=time.monotonic() + self.deadline_s)
+    def handle(self, msg: InboundMessage, claim_token: str | None = None) -> Outcome:
+        """Answer one inbound message and record it. With `claim_token`, the claim is taken
+        with it: the same caller run again (a deferred message's job redone after its worker
+        died) takes its own claim back at once instead of waiting for its lease."""
+        turn = Turn(msg, deadline=time.monotonic() + self.deadline_s, claim_token=claim_token)
         try:
             for step in self.steps:
                 if turn.stopped:

@@ -62,7 +62,7 @@ class ClaimStep:
         # where one more poll could outlast the deadline.
         wait = min(self.wait_s, turn.remaining() - self.redis_worst_s)
         try:
-            claim = self._claim(turn.msg.user, turn.msg.sid, wait)
+            claim = self._claim(turn.msg.user, turn.msg.sid, wait, turn.claim_token)
         except StoreUnavailable as err:
             log.error("store.unavailable", stage="claim", error=str(err))
             turn.status = "degraded"  # answer from the message alone; nothing is remembered
@@ -81,13 +81,13 @@ class ClaimStep:
             turn.claim, turn.context = claim, claim.context
             turn.read_along = dict(zip(self.also, claim.also))
 
-    def _claim(self, user: str, sid: str, wait_s: float) -> Claim:
+    def _claim(self, user: str, sid: str, wait_s: float, token: str | None) -> Claim:
         """Claim the MessageSid, waiting up to wait_s if a first attempt is in flight."""
         deadline = time.monotonic() + wait_s
-        claim = self.store.claim(user, sid, also=self.also)
+        claim = self.store.claim(user, sid, also=self.also, token=token)
         while claim.status == "inflight" and time.monotonic() < deadline:
             self.sleep(INFLIGHT_POLL_S)
-            claim = self.store.claim(user, sid, also=self.also)
+            claim = self.store.claim(user, sid, also=self.also, token=token)
         return claim
 
 

@@ -15,6 +15,12 @@ Each media item can script a fault (MediaBehaviour). Every request to either ser
     python -m bot.dev.twilio_standin --port 8090 --account-sid AC… --auth-token …
 
     POST /_standin/media?message_sid=MM…   the raw bytes, with their Content-Type → {"url": …}
+    GET  /_standin/messages?to=whatsapp:+…&after=N   the messages sent to that number, from the
+                                                      N-th on (`chat` shows deferred replies)
+
+Typing indicators are taken as Twilio's Messaging v2 takes them (POST /v2/Indicators/Typing.json,
+channel=whatsapp and the inbound messageId, Basic auth) and recorded (`typing()`); the bot
+reaches them at TWILIO_MESSAGING_BASE_URL, pointed here.
 
 Never for production: it refuses to start with APP_ENV=production; loopback only.
 """
@@ -39,6 +45,7 @@ _MESSAGES = re.compile(r"^/2010-04-01/Accounts/(AC[0-9a-fA-F]{32})/Messages\.jso
 _MEDIA = re.compile(r"^/2010-04-01/Accounts/(AC[0-9a-fA-F]{32})/Messages/([A-Za-z]{2}[0-9a-fA-F]{32})/Media/"
                     r"(ME[0-9a-fA-F]{32})$")
 _CDN = re.compile(r"^/media/([0-9a-f]{32})$")
+_TYPING = "/v2/Indicators/Typing.json"
 _SID = re.compile(r"^[A-Za-z]{2}[0-9a-fA-F]{32}$")
 #: Twilio's error codes for the statuses a test can force.
 _ERROR_CODES = {401: 20003, 403: 20003, 404: 20404, 429: 20429}
@@ -80,6 +87,8 @@ class TwilioStandin:
         self.latency_s = latency_s
         self.lock = threading.Lock()
         self.sent: list[dict[str, str]] = []
+        self.indicators: list[dict[str, Any]] = []  # typing indicators: messageId, channel, at (monotonic)
+        self.typing_status: int = 200  # what a typing indicator is answered (a test may script a failure)
         self.failures: list[tuple[int, int]] = []  # (HTTP status, Twilio error code), next first
         self.media: dict[str, _Media] = {}  # by media SID
         self._by_token: dict[str, _Media] = {}
@@ -119,6 +128,32 @@ class TwilioStandin:
     def messages(self) -> list[dict[str, str]]:
         with self.lock:
             return list(self.sent)
+
+    def typing(self) -> list[dict[str, Any]]:
+        """Return the typing indicators received, oldest first."""
+        with self.lock:
+            return [dict(i) for i in self.indicators]
+
+    def _typing(self, auth: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        if not self._authorized(auth):
+            return 401, _error(401, "Authenticate")
+        if form.get("channel") != "whatsapp" or not _SID.match(form.get("messageId", "")):
+            return 400, {"code": 21211, "message": "channel=whatsapp and a messageId are required", "status": 400}
+        with self.lock:
+            self.indicators.append({**form, "at": time.monotonic()})
+            status = self.typing_status
+        if status != 200:
+            return status, _error(status, "scripted failure")
+        return 200, {"success": True}
+
+    def _feed(self, query: str) -> tuple[int, dict[str, Any]]:
+        """GET /_standin/messages: the messages sent to one number, from the `after`-th on."""
+        args = parse_qs(query)
+        to, after = (args.get("to") or [""])[0], (args.get("after") or ["0"])[0]
+        mine = [m for m in self.messages() if m.get("To") == to]
+        start = int(after) if after.isdigit() else 0
+        return 200, {"messages": [{"body": m.get("Body", ""), "sid": m.get("Sid", "")} for m in mine[start:]],
+                     "total": len(mine)}
 
     def wait_for(self, count: int, timeout_s: float = 10.0) -> list[dict[str, str]]:
         """Wait until `count` messages arrived; return them."""
@@ -207,6 +242,10 @@ class TwilioStandin:
 
             def do_GET(self) -> None:  # noqa: N802
                 standin._record("api", self)
+                parts = urlsplit(self.path)
+                if parts.path == "/_standin/messages":
+                    self._json(*standin._feed(parts.query))
+                    return
                 status, answer = standin._media_answer(urlsplit(self.path).path,
                                                        self.headers.get("Authorization", ""))
                 if isinstance(answer, str):
@@ -227,6 +266,9 @@ class TwilioStandin:
                     return
                 match = _MESSAGES.match(self.path)
                 form = dict(parse_qsl(raw.decode()))
+                if parts.path == _TYPING:
+                    self._json(*standin._typing(self.headers.get("Authorization", ""), form))
+                    return
                 if standin.latency_s:
                     time.sleep(standin.latency_s)
                 if match is None:

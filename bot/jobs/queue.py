@@ -25,6 +25,11 @@ from bot.storage.triggers import ENTITIES, EXTRACTION, IDLE_SUMMARY, SUMMARY
 
 SUMMARY_QUEUE = "summaries"
 FACTS_QUEUE = "facts"
+#: Deferred replies (docs/deferred.md): a user waits on them, so workers take this queue first.
+REPLIES_QUEUE = "replies"
+#: The job kind that answers a user's deferred messages (not a trigger: its hold is
+#: bot/storage/deferred.py's).
+DEFERRED_REPLY = "deferred_reply"
 
 #: One model request per job; a minute covers the slowest with its own timeout inside.
 JOB_TIMEOUT_S = 60
@@ -47,6 +52,7 @@ JOB_KINDS = {
     EXTRACTION: JobKind(FACTS_QUEUE, "workers.jobs.extract_user_facts", "workers.jobs.extraction_failed", "facts"),
     IDLE_SUMMARY: JobKind(SUMMARY_QUEUE, "workers.jobs.summarize_when_idle", "workers.jobs.idle_summary_failed", "idle"),
     ENTITIES: JobKind(FACTS_QUEUE, "workers.jobs.extract_user_entities", "workers.jobs.entities_failed", "entities"),
+    DEFERRED_REPLY: JobKind(REPLIES_QUEUE, "workers.jobs.answer_deferred", "workers.jobs.deferred_failed", "reply"),
 }
 
 
@@ -79,10 +85,12 @@ class JobQueue:
         """The queue summary jobs wait in."""
         return self.queues[SUMMARY_QUEUE]
 
-    def enqueue(self, kind: str, user: str, token: str, delay_s: float | None = None, **kwargs: Any) -> str:
-        """Queue the user's job of this kind for trigger `token`, with our retry, timeout and
-        failure-callback policy, to run now or after its kind's delay (or `delay_s`); return
-        its id. A delayed job waits in RQ's scheduled registry (the worker's scheduler)."""
+    def enqueue(self, kind: str, user: str, token: str, delay_s: float | None = None, timeout_s: int | None = None,
+                **kwargs: Any) -> str:
+        """Queue the user's job of this kind for trigger `token`, with our retry, timeout (or
+        `timeout_s`) and failure-callback policy, to run now or after its kind's delay (or
+        `delay_s`); return its id. A delayed job waits in RQ's scheduled registry (the
+        worker's scheduler)."""
         spec = JOB_KINDS[kind]
         ident = self.job_id(kind, user, token)
         options: dict[str, Any] = {
@@ -98,9 +106,11 @@ class JobQueue:
         if delay > 0:
             if kwargs:
                 raise ValueError("a delayed job takes only the user and its token")
-            job = queue.enqueue_in(timedelta(seconds=delay), spec.func, user, token, job_timeout=JOB_TIMEOUT_S, **options)
+            job = queue.enqueue_in(timedelta(seconds=delay), spec.func, user, token,
+                                   job_timeout=timeout_s or JOB_TIMEOUT_S, **options)
         else:
-            job = queue.enqueue_call(spec.func, args=(user, token), kwargs=kwargs, timeout=JOB_TIMEOUT_S, **options)
+            job = queue.enqueue_call(spec.func, args=(user, token), kwargs=kwargs, timeout=timeout_s or JOB_TIMEOUT_S,
+                                     **options)
         return job.id
 
     def job_status(self, ident: str) -> str | None:
@@ -162,7 +172,7 @@ class JobQueue:
     def depth(self) -> dict[str, int]:
         """Return jobs waiting and failed per queue."""
         out = {}
-        for name in (SUMMARY_QUEUE, FACTS_QUEUE):
+        for name in (REPLIES_QUEUE, SUMMARY_QUEUE, FACTS_QUEUE):
             out[name] = self.queues[name].count
             out[f"{name}_failed"] = self.queues[name].failed_job_registry.count
         return out

@@ -55,6 +55,21 @@ DELIVERY_FAILURES = Counter(
     "Status callbacks reporting a reply failed or undelivered, by status and Twilio error code.",
     ["status", "error_code"],
 )
+DEFERRED = Counter(
+    "bot_deferred_total",
+    "Deferred messages (answered by a worker through the Messages API) by kind (voice, photo, behind: a "
+    "message queued behind another) and outcome (queued, known, answered, failed, not_sent, erased).",
+    ["kind", "outcome"],
+)
+DEFERRED_SECONDS = Histogram(
+    "bot_deferred_seconds",
+    "Time from the webhook's acknowledgement of a deferred message to its reply sent.",
+    buckets=(0.5, 1, 2, 3, 5, 8, 12, 20, 30, 60, 120, 300),
+)
+TYPING_INDICATORS = Counter(
+    "bot_typing_indicators_total", "Typing indicators sent for deferred messages, by outcome (sent, failed).",
+    ["outcome"],
+)
 MEDIA = Counter(
     "bot_media_total",
     "Attachments by kind (voice, photo, location, other) and outcome (answered, refused, fetch_failed, "

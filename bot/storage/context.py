@@ -207,12 +207,14 @@ class ContextStore(JobTriggers):
         return {name: keys[name] for name in names}
 
     # -- messages ----------------------------------------------------------------------
-    def claim(self, user: str, sid: str, now: float | None = None, also: Sequence[tuple[str, str]] = ()) -> Claim:
+    def claim(self, user: str, sid: str, now: float | None = None, also: Sequence[tuple[str, str]] = (),
+              token: str | None = None) -> Claim:
         """Claim a MessageSid for processing and load the user's context in one round trip;
         `also` names hash fields (key, field) read in that same round trip (the knowledge
-        base's version), returned in Claim.also."""
+        base's version), returned in Claim.also. A claim taken again with its own `token`
+        is taken over at once, not reported in flight."""
         now = time.time() if now is None else now
-        token = new_token()
+        token = token or new_token()
         r = self.redelivery
         (status, flat, reply, facts, session, meta, age, vectors), extra = self.scripts.run_with_reads(
             "claim",

@@ -37,9 +37,12 @@ HANDOVER_LOG = KeySpec(
     "context",
 )
 
+DEFERRED = KeySpec("chat_deferred:", "list", "messages a worker answers (docs/deferred.md), oldest first", "deferred")
+DEFERRED_RUN = KeySpec("chat_deferred_run:", "string", "the token of the job answering the deferred messages", "deferred")
+
 #: Every per-user key, for inspection, export and erasure.
 USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE, HANDOVER, HANDOVER_LOG,
-             VECTORS)
+             VECTORS, DEFERRED, DEFERRED_RUN)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -52,6 +55,7 @@ TTL_RULES = {
     "handover": "HANDOVER_TTL_HOURS",  # from the takeover: the bot answers again after it
     "signin": "CONSOLE_SIGNIN_WINDOW_S",  # failed sign-ins are counted over this window
     "activity": "ACTIVITY_KEEP_DAYS",  # hourly and daily counters of the console's overview
+    "deferred": "DEFERRED_TURN_S",  # a runner's hold: two turns; the queue: ten, from the last change
 }
 
 #: Shared facts an operator maintains (business hours…); one hash for the whole bot, no TTL.
@@ -97,6 +101,8 @@ VECTORS_PREFIX = VECTORS.prefix
 RATE_PREFIX = RATE.prefix
 HANDOVER_PREFIX = HANDOVER.prefix
 HANDOVER_LOG_PREFIX = HANDOVER_LOG.prefix
+DEFERRED_PREFIX = DEFERRED.prefix
+DEFERRED_RUN_PREFIX = DEFERRED_RUN.prefix
 USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
 
 

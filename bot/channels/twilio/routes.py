@@ -52,6 +52,10 @@ def whatsapp() -> Response:
              media_type=msg.media[0].content_type if msg.media else None, location=msg.has_location)
     log.debug("webhook.body", body=msg.body)
 
+    deferral = current_app.extensions.get("bot.deferral")
+    if deferral is not None and deferral.offer(msg):  # a worker answers it (docs/deferred.md)
+        REPLY_SECONDS.observe(time.perf_counter() - started)
+        return _twiml(outbound.render(""))
     replier = current_app.extensions.get("bot.replier")
     if replier is not None:  # REPLY_MODE=rest: answer now, reply through the Messages API
         if replier.submit(msg, started):

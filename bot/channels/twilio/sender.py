@@ -1,5 +1,6 @@
 """Messages sent through Twilio's Messages API (the twilio client's messages.create): the
-replies of REPLY_MODE=rest and a person's replies during a handover, one path for both.
+replies of REPLY_MODE=rest, deferred replies and a person's replies during a handover, one
+path for all.
 
 Each goes from the number the user wrote to, with a StatusCallback (PUBLIC_BASE_URL +
 STATUS_PATH) so that delivery failures come back (63016: outside WhatsApp's 24-hour window).
@@ -33,6 +34,7 @@ def make_twilio_client(settings: Settings) -> Client:
     client = Client(settings.TWILIO_ACCOUNT_SID, settings.twilio_auth_token,
                     http_client=TwilioHttpClient(timeout=SEND_TIMEOUT_S))
     client.api.base_url = settings.TWILIO_API_BASE_URL.rstrip("/")
+    client.messaging.base_url = settings.TWILIO_MESSAGING_BASE_URL.rstrip("/")  # typing indicators
     return client
 
 

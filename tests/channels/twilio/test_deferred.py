@@ -1,0 +1,185 @@
+"""Deferred replies (docs/deferred.md): a voice note is acknowledged at once and answered by a
+worker through the Messages API, with a typing indicator for its MessageSid; replies keep
+the messages' order; a redelivery, a worker redone after a crash or an erase never makes a
+second reply or resurrects data. Real Redis, the real twilio client against the local
+Twilio stand-in, real speech recognition by the stand-in model."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from bot import create_app
+from bot.conversation.media import SPOKEN_MARK
+from bot.dev.standin import StandinModel
+from bot.dev.twilio_standin import TwilioStandin
+from bot.observability.metrics import DEFERRED, TYPING_INDICATORS
+from bot.storage.keys import user_keys
+from bot.users.lifecycle import erase_user
+from tests.conftest import ACCOUNT, USER, give_workers, inbound_form, sign
+
+pytestmark = pytest.mark.integration
+
+VOICE = (Path(__file__).resolve().parents[2] / "data" / "voice_ana.ogg").read_bytes()
+OGG = "audio/ogg; codecs=opus"
+
+
+def media_sid() -> str:
+    import uuid
+
+    return "MM" + uuid.uuid4().hex
+
+
+@pytest.fixture
+def deferred(make_settings, redis_client, model, twilio: TwilioStandin, monkeypatch, run_worker):  # type: ignore[no-untyped-def]
+    """post(form) -> (TwiML messages, seconds); the app with deferred replies on, its workers
+    given the same settings (after run_worker has given them the defaults)."""
+    settings = make_settings(TWILIO_ACCOUNT_SID=ACCOUNT, TWILIO_API_BASE_URL=twilio.url,
+                             TWILIO_MESSAGING_BASE_URL=twilio.url, DEFERRED_REPLIES=True)
+    give_workers(settings, monkeypatch)
+    client = create_app(settings).test_client()
+
+    def post(form: dict[str, str]) -> tuple[list[str], float]:
+        started = time.monotonic()
+        response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+        elapsed = time.monotonic() - started
+        assert response.status_code == 200, response.data
+        return [m.text or "" for m in ElementTree.fromstring(response.data).iter("Message")], elapsed
+
+    return post
+
+
+def voice_form(twilio: TwilioStandin, sid: str | None = None) -> dict[str, str]:
+    sid = sid or media_sid()
+    return inbound_form("", sid=sid, NumMedia="1", MediaContentType0=OGG, MediaUrl0=twilio.add_media(sid, VOICE, OGG))
+
+
+def sent_to_user(twilio: TwilioStandin) -> list[str]:
+    return [m["Body"] for m in twilio.messages() if m["To"] == f"whatsapp:{USER}"]
+
+
+def test_a_slow_voice_note_is_acknowledged_at_once_and_answered_once(  # type: ignore[no-untyped-def]
+        deferred, twilio, model: StandinModel, services, run_worker) -> None:
+    model.script({"kind": "transcription", "content": "What time do you open on Saturdays in Porto?", "delay_s": 16})
+    form = voice_form(twilio)
+    answered = DEFERRED.labels(kind="voice", outcome="answered")._value.get()
+    messages, elapsed = deferred(form)
+    assert messages == [] and elapsed < 1.0  # empty TwiML, well inside Twilio's clock
+    assert deferred(form)[0] == []  # Twilio redelivers while the work waits: nothing new starts
+    assert [q.sid for q in services.deferred.queued(USER)] == [form["MessageSid"]]
+    run_worker()  # the transcription takes 16 s: past the webhook's 15
+    [reply] = sent_to_user(twilio)
+    assert reply.startswith(f"{SPOKEN_MARK}“What time do you open on Saturdays") and "canned reply" in reply
+    assert [i["messageId"] for i in twilio.typing()] == [form["MessageSid"]]  # one, refreshed after 20 s
+    assert twilio.typing()[0]["channel"] == "whatsapp"
+    [pair] = services.store.load(USER).recent
+    assert pair.user == f"{SPOKEN_MARK}What time do you open on Saturdays in Porto?"  # stored as on the webhook
+    assert DEFERRED.labels(kind="voice", outcome="answered")._value.get() == answered + 1
+    deferred(form)  # a late redelivery: claimed and answered already
+    run_worker()
+    assert len(sent_to_user(twilio)) == 1 and services.deferred.queued(USER) == []
+    assert not services.deferred.waiting(USER)
+
+
+def test_a_text_sent_after_a_slow_voice_note_is_answered_after_it(  # type: ignore[no-untyped-def]
+        deferred, twilio, model: StandinModel, services, run_worker) -> None:
+    model.script({"kind": "transcription", "content": "Do you deliver to Matosinhos?", "delay_s": 2},
+                 {"content": "Yes, we deliver to Matosinhos every weekday morning.", "match": "Matosinhos"},
+                 {"content": "We open at 8 on Saturdays.", "match": "Saturday"})
+    deferred(voice_form(twilio))
+    time.sleep(1)
+    messages, _ = deferred(inbound_form("And what time do you open on Saturday?"))
+    assert messages == []  # behind the voice note, not overtaking it
+    run_worker()
+    replies = sent_to_user(twilio)
+    assert len(replies) == 2 and "Matosinhos" in replies[0] and "Saturdays" in replies[1]
+    assert [p.user for p in services.store.load(USER).recent] == [
+        f"{SPOKEN_MARK}Do you deliver to Matosinhos?", "And what time do you open on Saturday?"]
+    # nothing left queued: the next text is answered on the webhook again
+    assert deferred(inbound_form("Thanks, see you on Saturday then!"))[0] != []
+
+
+def test_an_erase_while_the_voice_note_is_transcribed_leaves_nothing_and_sends_nothing(  # type: ignore[no-untyped-def]
+        deferred, twilio, model: StandinModel, services, run_worker, redis_client) -> None:
+    model.script({"kind": "transcription", "content": "Remember that I am vegetarian.", "delay_s": 3})
+    deferred(voice_form(twilio))
+
+    def erase_mid_transcription() -> None:
+        deadline = time.monotonic() + 10
+        while not model.transcriptions() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        erase_user(services.users, USER, actor="test", via="cli")
+
+    eraser = threading.Thread(target=erase_mid_transcription)
+    eraser.start()
+    run_worker()  # RQ's worker wants the main thread
+    eraser.join(15)
+    assert model.transcriptions() and sent_to_user(twilio) == []
+    assert [k for k in user_keys(USER) if redis_client.exists(k)] == []  # nothing written back
+
+
+def test_a_failed_typing_indicator_never_blocks_the_reply(  # type: ignore[no-untyped-def]
+        deferred, twilio, model: StandinModel, run_worker) -> None:
+    twilio.typing_status = 500
+    failed = TYPING_INDICATORS.labels(outcome="failed")._value.get()
+    deferred(voice_form(twilio))
+    run_worker()
+    assert len(sent_to_user(twilio)) == 1
+    assert TYPING_INDICATORS.labels(outcome="failed")._value.get() == failed + 1
+
+
+def test_without_the_messages_api_voice_notes_stay_on_the_webhook(  # type: ignore[no-untyped-def]
+        make_settings, redis_client, model, twilio) -> None:
+    settings = make_settings(DEFERRED_REPLIES=True)  # no TWILIO_ACCOUNT_SID: nothing can be sent by API
+    assert not settings.deferred_on
+    app = create_app(settings)
+    assert "bot.deferral" not in app.extensions
+
+
+def test_a_worker_killed_mid_voice_note_still_answers_it_once(  # type: ignore[no-untyped-def]
+        deferred, twilio, model: StandinModel, services, queue_redis_url) -> None:
+    """Two supervised workers with the Procfile's intervals; the one transcribing is killed
+    with its work horse (SIGKILL); the pool takes the job over and the user gets one reply."""
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+    import redis
+    from rq.worker import Worker
+
+    from bot.dev.processes import stop_process
+
+    model.script({"kind": "transcription", "content": "Do you have gluten-free cakes?", "delay_s": 6})
+    form = voice_form(twilio)
+    deferred(form)
+    rq = str(Path(sys.executable).parent / "rq")
+    command = [sys.executable, "-m", "workers.supervise", "--processes", "2", rq, "worker", "--worker-class",
+               "workers.worker.BotWorker", "--url", queue_redis_url, "--job-monitoring-interval", "5",
+               "--maintenance-interval", "10", "--logging_level", "WARNING", "replies"]
+    supervisor = subprocess.Popen(command, env=dict(os.environ), stderr=subprocess.DEVNULL)
+    connection = redis.Redis.from_url(queue_redis_url)
+    try:
+        deadline = time.monotonic() + 30
+        while not model.transcriptions() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert model.transcriptions(), "the job never reached the transcription"
+        busy = next(w for w in Worker.all(connection=connection) if w.get_current_job_id())
+        for proc in [psutil.Process(busy.pid), *psutil.Process(busy.pid).children(recursive=True)]:
+            proc.kill()
+        killed = time.monotonic()
+        while not sent_to_user(twilio) and time.monotonic() < killed + 45:
+            time.sleep(0.1)
+        answered_after = time.monotonic() - killed
+        time.sleep(1.0)  # a second reply would come now
+    finally:
+        stop_process(supervisor, timeout_s=15)
+        connection.close()
+    assert len(sent_to_user(twilio)) == 1 and answered_after < 30
+    assert len(services.store.load(USER).recent) == 1  # the pair committed once
+    assert len(twilio.typing()) >= 2 and {i["messageId"] for i in twilio.typing()} == {form["MessageSid"]}
+    assert services.deferred.queued(USER) == [] and not services.deferred.waiting(USER)
