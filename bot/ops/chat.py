@@ -5,7 +5,9 @@ as a WhatsApp user's would. Media go as Twilio sends them: `/voice FILE` and
 `/photo FILE [caption]` upload a real file to the local Twilio stand-in that `make run`
 starts (bot/dev/twilio_standin.py), which serves it behind Twilio's basic auth and redirect,
 and post its Media URL; `/location LAT LON [label]` shares a place. Every message of a split
-reply is shown.
+reply is shown, and so is every message sent to the user through the stand-in's Messages API:
+a deferred reply (a voice note's, docs/deferred.md) is waited for, and a person's reply
+during a handover shows before the next message.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import mimetypes
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,6 +33,8 @@ SANDBOX_NUMBER = "whatsapp:+14155238886"
 VOICE_TYPES = {".ogg": "audio/ogg; codecs=opus", ".opus": "audio/ogg; codecs=opus", ".mp3": "audio/mpeg",
                ".m4a": "audio/mp4", ".amr": "audio/amr", ".wav": "audio/wav"}
 TIMEOUT_S = 30.0
+#: How long `chat` waits for a deferred reply to come through the Messages API.
+DEFERRED_WAIT_S = 120.0
 #: The account a message names when none is configured (a development conversation).
 DEV_ACCOUNT = "AC" + "0" * 32
 USAGE = "/voice FILE, /photo FILE [caption] and /location LAT LON [label] send media; an empty line or Ctrl-D quits."
@@ -46,6 +51,7 @@ class Reply:
     status: int
     messages: list[str]
     error: str = ""
+    deferred: bool = False  # a worker answers it, through the Messages API (docs/deferred.md)
 
 
 class ChatClient:
@@ -59,6 +65,7 @@ class ChatClient:
         self.user = user
         self.account_sid = account_sid or DEV_ACCOUNT
         self.media_base = media_base.rstrip("/") if media_base else None  # the Twilio stand-in
+        self._api_seen = 0  # messages of the stand-in's Messages API already shown
 
     def form(self, text: str) -> dict[str, str]:
         """Return Twilio's form for a message; /voice, /photo and /location carry media."""
@@ -111,6 +118,24 @@ class ChatClient:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - our stand-in
             return str(json.loads(response.read())["url"])
 
+    def sent_by_api(self) -> list[str]:
+        """Return the messages sent to the user through the stand-in's Messages API since the
+        last call (none without the stand-in)."""
+        if self.media_base is None:
+            return []
+        query = urllib.parse.urlencode({"to": f"whatsapp:{self.user}", "after": self._api_seen})
+        try:
+            with urllib.request.urlopen(f"{self.media_base}/_standin/messages?{query}", timeout=5) as response:  # noqa: S310
+                feed = json.loads(response.read())
+        except (OSError, ValueError):
+            return []
+        self._api_seen = int(feed.get("total", self._api_seen))
+        return [str(m.get("body", "")) for m in feed.get("messages", [])]
+
+    def skip_sent(self) -> None:
+        """Forget what was sent to the user before this conversation."""
+        self.sent_by_api()
+
     def send(self, text: str) -> Reply:
         """Post one message and return the reply; raise URLError when nothing listens."""
         form = self.form(text)
@@ -126,18 +151,23 @@ class ChatClient:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - our URL
                 body = response.read()
                 status = response.status
+                deferred = response.headers.get("X-Bot-Reply") == "deferred"
         except urllib.error.HTTPError as err:
             return Reply(err.code, [], err.read().decode(errors="replace").strip()[:200])
         messages = [m.text or "" for m in ElementTree.fromstring(body).iter("Message")] if body.strip() else []
-        return Reply(status, messages)
+        return Reply(status, messages, deferred=deferred)
 
 
-def converse(client: ChatClient, lines: Iterable[str]) -> int:
-    """Send each line until an empty one or the end; print each reply message."""
+def converse(client: ChatClient, lines: Iterable[str], wait_s: float = DEFERRED_WAIT_S) -> int:
+    """Send each line until an empty one or the end; print each reply message, the ones sent
+    through the Messages API included."""
+    client.skip_sent()
     for text in lines:
         text = text.rstrip("\n")
         if not text.strip():
             break
+        for message in client.sent_by_api():  # a person's reply in a handover, a late reply
+            print(f"bot> {message}", flush=True)
         try:
             reply = client.send(text)
         except ChatError as err:
@@ -148,11 +178,26 @@ def converse(client: ChatClient, lines: Iterable[str]) -> int:
             if reply.status == 403:
                 print("the server refused the signature: is TWILIO_AUTH_TOKEN the server's?", file=sys.stderr)
             continue
-        if not reply.messages:
+        messages = reply.messages or (wait_for_api(client, wait_s) if reply.deferred else [])
+        if not messages:
             print("bot> (no reply)")
-        for message in reply.messages:
+        for message in messages:
             print(f"bot> {message}", flush=True)
     return 0
+
+
+def wait_for_api(client: ChatClient, wait_s: float) -> list[str]:
+    """Wait for a deferred reply (empty TwiML: a worker answers through the Messages API)."""
+    if client.media_base is None:
+        return []
+    print("bot> (typing…)", flush=True)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        found = client.sent_by_api()
+        if found:
+            return found
+        time.sleep(0.25)
+    return []
 
 
 def read_lines() -> Iterator[str]:

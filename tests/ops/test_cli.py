@@ -166,6 +166,44 @@ def test_chat_sends_real_media_through_the_twilio_standin(make_settings, redis_u
     assert users[2].startswith("📍 Shared location: Café Majestic")
 
 
+def test_chat_waits_for_a_deferred_reply(make_settings, redis_url, queue_redis_url, standin_server,  # type: ignore[no-untyped-def]
+                                         redis_client, model, tmp_path, services) -> None:
+    """With deferred replies, a voice note's TwiML is empty and a worker answers through the
+    Messages API: chat shows "typing…", then the reply, before the next message's."""
+    from pathlib import Path
+
+    from bot import create_app
+    from bot.dev.processes import stop_process
+    from bot.dev.twilio_standin import TwilioStandin
+
+    account = "AC" + "4" * 32
+    twilio = TwilioStandin(account, AUTH_TOKEN).start()
+    settings = make_settings(TWILIO_ACCOUNT_SID=account, TWILIO_API_BASE_URL=twilio.url,
+                             TWILIO_MESSAGING_BASE_URL=twilio.url, DEFERRED_REPLIES=True)
+    app = create_app(settings)
+    http = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    voice = os.path.join(os.path.dirname(__file__), "..", "data", "voice_ana.ogg")
+    worker_env = {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
+    worker = subprocess.Popen([str(Path(sys.executable).parent / "rq"), "worker", "--worker-class",
+                               "workers.worker.BotWorker", "--url", queue_redis_url, "--logging_level", "WARNING",
+                               "replies"], env=worker_env, stderr=subprocess.DEVNULL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_", "QUEUE_"))}
+    env.update(TWILIO_AUTH_TOKEN=AUTH_TOKEN, TWILIO_ACCOUNT_SID=account, TWILIO_API_BASE_URL=twilio.url,
+               PORT=str(http.server_port), **redis_env(redis_url, queue_redis_url))
+    try:
+        result = subprocess.run([sys.executable, "-m", "bot", "chat", "--user", USER], capture_output=True, text=True,
+                                env=env, cwd=tmp_path, timeout=90, input=f"/voice {voice}\nThanks, and on Sunday?\n")
+    finally:
+        stop_process(worker, timeout_s=15)
+        http.shutdown()
+        twilio.stop()
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("bot> ")]
+    assert lines[0] == "bot> (typing…)" and lines[1].startswith("bot> 🎤 “") and "Porto" in lines[1], lines
+    assert "canned reply" in lines[-1] and len(lines) in (3, 4)  # the text (deferred too if it came in first)
+
+
 def test_chat_says_when_no_bot_answers(run) -> None:  # type: ignore[no-untyped-def]
     down = run("chat", "--url", "http://127.0.0.1:1/whatsapp", stdin="hi\n")
     assert down.returncode == 2 and "start one with `make run`" in down.stderr

@@ -24,6 +24,9 @@ log = structlog.get_logger(__name__)
 
 bp = Blueprint("webhook", __name__)
 
+#: Set on the empty answer to a deferred message.
+DEFERRED_HEADER = "X-Bot-Reply"
+
 
 def _twiml(body: str, status: int = 200) -> Response:
     return Response(body, status=status, mimetype="application/xml")
@@ -55,7 +58,9 @@ def whatsapp() -> Response:
     deferral = current_app.extensions.get("bot.deferral")
     if deferral is not None and deferral.offer(msg):  # a worker answers it (docs/deferred.md)
         REPLY_SECONDS.observe(time.perf_counter() - started)
-        return _twiml(outbound.render(""))
+        response = _twiml(outbound.render(""))
+        response.headers[DEFERRED_HEADER] = "deferred"  # for tools (`chat` waits for the reply); Twilio ignores it
+        return response
     replier = current_app.extensions.get("bot.replier")
     if replier is not None:  # REPLY_MODE=rest: answer now, reply through the Messages API
         if replier.submit(msg, started):
