@@ -286,7 +286,8 @@ def build_services(
     activity = ActivityStore(client, keep_days=settings.ACTIVITY_KEEP_DAYS)
     usage = UsageStore(client, ttl_seconds=ttls.facts, activity=activity)
     handover = HandoverStore(client, ttl_seconds=settings.HANDOVER_TTL_HOURS * 3600, log_ttl_seconds=ttls.context)
-    users = UserData(client, store, facts, meta, jobs, entities, usage, handover)
+    deferred = DeferredStore(client, settings.DEFERRED_TURN_S)
+    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred)
     matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
     # Only what fetches media builds a speech client: the web app, and the workers when replies
     # are deferred (workers/jobs.py); not the CLI.
@@ -303,4 +304,4 @@ def build_services(
     deferred_pipeline = Pipeline(steps, store, deadline_s=settings.DEFERRED_TURN_S)
     return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline,
                     handover, activity, knowledge, library, retriever, embedder,
-                    DeferredStore(client, settings.DEFERRED_TURN_S), deferred_pipeline)
+                    deferred, deferred_pipeline)

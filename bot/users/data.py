@@ -8,6 +8,7 @@ import redis
 
 from bot.jobs.queue import JobQueue
 from bot.storage.context import ContextStore
+from bot.storage.deferred import DeferredStore
 from bot.storage.entities import EntityStore
 from bot.storage.usage import UsageStore
 from bot.storage.facts import FactStore
@@ -17,8 +18,8 @@ from bot.storage.memory_meta import MemoryMetaStore
 
 @dataclass
 class UserData:
-    """Where a user's conversation, facts, entities, memory settings, background jobs and
-    handover live."""
+    """Where a user's conversation, facts, entities, memory settings, background jobs,
+    handover and deferred messages live."""
 
     redis: redis.Redis
     store: ContextStore
@@ -28,3 +29,4 @@ class UserData:
     entities: EntityStore | None = None
     usage: UsageStore | None = None
     handover: HandoverStore | None = None
+    deferred: DeferredStore | None = None  # messages a worker is answering (docs/deferred.md)

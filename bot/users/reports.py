@@ -55,8 +55,25 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         "fact_vectors": vector_report(data, user),
         "entities": entity_report(data, user),
         **handover_report(data, user),
+        "deferred": deferred_report(data, user),
         "keys": key_report(data.redis, user_keys(user)),
     }
+
+
+def deferred_report(data: UserData, user: str, with_text: bool = False) -> list[dict[str, Any]]:
+    """Return the messages a worker is answering, oldest first: what kind, since when, and
+    whether the reply is being sent (docs/deferred.md); their text only for the export."""
+    if data.deferred is None:
+        return []
+    rows = []
+    for queued in data.deferred.queued(user):
+        at = queued.data.get("at")
+        row = {"sid": queued.sid, "kind": queued.data.get("kind", ""), "at": at, "since": iso(at),
+               "sending": queued.sending}
+        if with_text:
+            row["body"] = queued.data.get("body", "")
+        rows.append(row)
+    return rows
 
 
 def handover_report(data: UserData, user: str) -> dict[str, Any]:
@@ -122,6 +139,7 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
         "entities": entity_report(data, user),
         "usage": usage_report(data, user),
         **handover_report(data, user),
+        "deferred": deferred_report(data, user, with_text=True),
         "recent_replies": seen_records(data.redis, user),
         "keys": key_report(data.redis, user_keys(user)),
     }

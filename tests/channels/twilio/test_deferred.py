@@ -183,3 +183,14 @@ def test_a_worker_killed_mid_voice_note_still_answers_it_once(  # type: ignore[n
     assert len(services.store.load(USER).recent) == 1  # the pair committed once
     assert len(twilio.typing()) >= 2 and {i["messageId"] for i in twilio.typing()} == {form["MessageSid"]}
     assert services.deferred.queued(USER) == [] and not services.deferred.waiting(USER)
+
+
+def test_inspect_and_the_console_show_a_deferred_message_in_progress(  # type: ignore[no-untyped-def]
+        deferred, twilio, services) -> None:
+    from bot.users.reports import export_user, user_report
+
+    form = voice_form(twilio)
+    deferred(form)
+    [row] = user_report(services.users, USER)["deferred"]
+    assert row["sid"] == form["MessageSid"] and row["kind"] == "voice" and not row["sending"] and "body" not in row
+    assert export_user(services.users, USER)["deferred"][0]["body"] == ""

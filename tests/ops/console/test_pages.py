@@ -150,3 +150,11 @@ def test_queues_page_lists_failed_jobs_without_their_arguments(console, services
     assert "<td>summary</td><td>summaries</td>" in text and " s ago</td>" in text
     assert USER not in text and "14155550100" not in text
     assert "Requeue" in text and "Delete" in text
+
+
+def test_the_user_page_shows_a_deferred_message_being_answered(console_app, console, redis_client) -> None:  # type: ignore[no-untyped-def]
+    services = console_app.extensions["bot.services"]
+    redis_client.hset(user_key(CONTEXT_PREFIX, USER), "last_interaction_timestamp", time.time())
+    services.deferred.push(USER, "MM" + "1" * 32, {"user": USER, "body": "", "kind": "voice", "at": time.time() - 3})
+    text = page(console, f"/console/users/{USER}")
+    assert "voice note being answered" in text and 'title="MM' in text
