@@ -9,9 +9,11 @@ from a new user, so every prompt has the same size; RATE_LIMIT_PER_MINUTE=0 and
 EXTRACTION_INTERVAL=0 keep the rate limit and background jobs out of the figures.
 
 1. Latency: --messages voice notes and as many typed messages with the same words, taken in
-   turns, in REPLY_MODE=twiml (the webhook request, client side) and REPLY_MODE=rest (from the
+   turns, in REPLY_MODE=twiml (the webhook request, client side), REPLY_MODE=rest (from the
    POST to the Messages API stand-in receiving the reply; the stand-in stamps the arrival,
-   since TwilioStandin.wait_for polls every 20 ms). The download and the transcription are
+   since TwilioStandin.wait_for polls every 20 ms), and with deferred replies (docs/deferred.md:
+   the voice note's reply made by an RQ worker and sent through the Messages API), and what
+   deferring adds to a voice note's reply over TwiML. The download and the transcription are
    read from the app's log (media.fetched, transcription.completed) and the transcription's
    mean from the bot_transcription_seconds histogram on /metrics.
 2. Tokens: the reply call's prompt tokens with a photo and its caption against the caption
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import io
 import itertools
 import json
@@ -193,12 +196,39 @@ def message(twilio: TwilioStandin, user: str, kind: str) -> dict[str, str]:
 # -- part 1: latency ---------------------------------------------------------------------------
 
 
+class Worker:
+    """An RQ worker answering deferred replies (the Procfile's, on the `replies` queue only)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> "Worker":
+        cmd = ["rq", "worker", "--worker-class", "workers.worker.BotWorker", "--url", self.env["REDIS_URL"],
+               "--logging_level", "WARNING", "replies"]
+        self.proc = subprocess.Popen(cmd, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
 def latency(base_env: dict[str, str], twilio: TimedTwilio, users: Iterator[str], mode: str, n: int) -> dict[str, Any]:
-    """Time n voice notes and n typed messages, in turns, in one reply mode."""
+    """Time n voice notes and n typed messages, in turns, in one reply mode ("deferred": TwiML,
+    voice notes answered by a worker through the Messages API, docs/deferred.md)."""
     times: dict[str, list[float]] = {"voice": [], "text": []}
     hook_ms: list[float] = []
     unanswered = 0
-    with Web(base_env, REPLY_MODE=mode) as web:
+    deferred = mode == "deferred"
+    env = {**base_env, "DEFERRED_REPLIES": "true" if deferred else "false", "TWILIO_MESSAGING_BASE_URL": twilio.url}
+    with Web(env, REPLY_MODE="rest" if mode == "rest" else "twiml") as web, \
+            (Worker({**env, "LOG_JSON": "false", "LOG_LEVEL": "WARNING"}) if deferred else contextlib.nullcontext()):
         for i in range(2 + n):  # the first two of each warm up the app, the model and connections
             if i == 2:
                 before = web.transcription_histogram()
@@ -208,7 +238,7 @@ def latency(base_env: dict[str, str], twilio: TimedTwilio, users: Iterator[str],
                 sent = len(twilio.messages())
                 started = time.perf_counter()
                 elapsed, status, reply = web.post(form)
-                if mode == "rest":
+                if mode == "rest" or (deferred and kind == "voice"):
                     hook_s = elapsed
                     got = twilio.wait_for(sent + 1, timeout_s=20)
                     reply = got[-1]["Body"] if len(got) > sent else ""
@@ -219,7 +249,7 @@ def latency(base_env: dict[str, str], twilio: TimedTwilio, users: Iterator[str],
                     continue
                 if status == 200 and "canned reply" in reply and (kind == "text" or reply.startswith("🎤")):
                     times[kind].append(elapsed * 1000)
-                    if mode == "rest":
+                    if mode == "rest" or (deferred and kind == "voice"):
                         hook_ms.append(hook_s * 1000)
                 else:
                     unanswered += 1
@@ -235,14 +265,23 @@ def latency(base_env: dict[str, str], twilio: TimedTwilio, users: Iterator[str],
 def print_latency(result: dict[str, Any]) -> None:
     """Print one mode's figures."""
     voice, text = result["times"]["voice"], result["times"]["text"]
-    what = "webhook request, client side" if result["mode"] == "twiml" else "POST to the reply at the Messages API"
-    print(f"   REPLY_MODE={result['mode']} ({what}), {len(voice)} voice notes and {len(text)} typed, "
+    what = {"twiml": "webhook request, client side", "rest": "POST to the reply at the Messages API",
+            "deferred": "typed: the webhook request; voice: POST to the reply at the Messages API, from a worker"}[
+        result["mode"]]
+    label = "DEFERRED_REPLIES=true" if result["mode"] == "deferred" else f"REPLY_MODE={result['mode']}"
+    print(f"   {label} ({what}), {len(voice)} voice notes and {len(text)} typed, "
           f"{result['unanswered']} not answered")
     print(f"     typed        p50 {pct(text, 50):7.1f} ms  p99 {pct(text, 99):7.1f} ms")
     print(f"     voice note   p50 {pct(voice, 50):7.1f} ms  p99 {pct(voice, 99):7.1f} ms")
     added = {q: pct(voice, q) - pct(text, q) for q in (50, 99)}
     print(f"     added        p50 {added[50]:7.1f} ms  p99 {added[99]:7.1f} ms  (voice percentile - typed percentile)")
     fetch, heard = result["fetch_ms"], result["transcribe_ms"]
+    if result["mode"] == "deferred":
+        fetch = heard = []  # done in the worker, whose log is not read here
+        print("     download and transcription: in the worker (as above, plus the job's pickup)")
+        hooks = result["hook_ms"]
+        print(f"     the webhook's own answer (empty TwiML), voice: p50 {pct(hooks, 50):.1f} ms  p99 {pct(hooks, 99):.1f} ms")
+        return
     print(f"     download     p50 {pct(fetch, 50):7.1f} ms  p99 {pct(fetch, 99):7.1f} ms  "
           f"(media.fetched: API 307 + CDN, {len(VOICE):,} B)")
     print(f"     transcription p50 {pct(heard, 50):6.1f} ms  p99 {pct(heard, 99):7.1f} ms  "
@@ -368,13 +407,18 @@ def main() -> int:
             "TWILIO_AUTH_TOKEN": TOKEN, "TWILIO_ACCOUNT_SID": ACCOUNT, "TWILIO_API_BASE_URL": twilio.url,
             "OPENAI_API_KEY": "bench", "OPENAI_BASE_URL": model.url, "REDIS_URL": embedded.url,
             "RATE_LIMIT_PER_MINUTE": "0", "EXTRACTION_INTERVAL": "0",
+            "DEFERRED_REPLIES": "false",  # part 1 times both ways; parts 2 and 3 read the web's own calls
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         }
         users = (f"+1555{i:07d}" for i in itertools.count(1))  # a new WhatsApp user per message
         print(f"1. Latency a voice note adds over the same words typed ({len(VOICE):,} B Ogg Opus, 3.9 s; "
               f"{SENTENCE!r}), model stand-in answers at once, reply {REPLY_CHARS} chars")
-        for mode in ("twiml", "rest"):
-            print_latency(latency(base_env, twilio, users, mode, args.messages))
+        results = {mode: latency(base_env, twilio, users, mode, args.messages) for mode in ("twiml", "rest", "deferred")}
+        for result in results.values():
+            print_latency(result)
+        sync, later = results["twiml"]["times"]["voice"], results["deferred"]["times"]["voice"]
+        print(f"   a deferred voice note's reply over the same note answered in TwiML: "
+              f"p50 {pct(later, 50) - pct(sync, 50):+.1f} ms  p99 {pct(later, 99) - pct(sync, 99):+.1f} ms")
         tokens(base_env, twilio, model, users)
         storage(base_env, twilio, embedded.url, users, args.pairs)
     except KeyboardInterrupt:

@@ -11,7 +11,8 @@ Prints figures; asserts nothing. Everything runs on 127.0.0.1, and the run is bo
 Figures: reply latency as the client sees it (p50/p99/max), busy replies, background lag by
 job (from the job entering its queue, i.e. when it was due, to its end: the bot's own
 bot_background_lag_seconds histogram, so a bucket's upper bound), background model calls
-per message, and the bytes of RQ job records left per 1,000 messages.
+per message, the bytes of RQ job records left per 1,000 messages, and Redis commands per message
+(and per second at idle), every process included.
 """
 
 from __future__ import annotations
@@ -51,6 +52,22 @@ SAYINGS = [
 ]
 NAMES = ["Ana", "Rui", "Marta", "Joao", "Ines", "Tiago", "Sofia", "Pedro"]
 CITIES = ["Lisbon", "Porto", "Braga", "Coimbra", "Faro"]
+
+
+#: Seconds every process is watched at idle, before the load.
+IDLE_WINDOW_S = 10.0
+
+
+def commands(client: redis.Redis) -> int:
+    """Return the commands the Redis server has processed (clients', not scripts' own)."""
+    return int(client.info("stats")["total_commands_processed"])
+
+
+def command_stats(client: redis.Redis) -> dict[str, int]:
+    """Return calls per command (INFO commandstats, scripts' own calls included), and the
+    clients' total under "~total"."""
+    stats = {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in client.info("commandstats").items()}
+    return {**stats, "~total": commands(client)}
 
 
 def histogram_pct(metrics: str, name: str, label: str, q: float) -> tuple[float, int]:
@@ -159,6 +176,11 @@ def main() -> int:
                 except OSError:
                     time.sleep(0.3)
             time.sleep(3)  # the workers
+            queue = redis.Redis.from_url(queue_redis.url)
+            idle_from = commands(queue)
+            time.sleep(IDLE_WINDOW_S)  # every process up, no message: what they cost at idle
+            idle = commands(queue) - idle_from
+            before = command_stats(queue)
             out: list[tuple[float, int, bool, tuple[float, float] | None]] = []
             until = time.monotonic() + args.seconds
             users = [User(port, f"+3519{i:08d}", until, (args.min_s, args.max_s), out) for i in range(args.users)]
@@ -166,7 +188,7 @@ def main() -> int:
                 user.start()
             for user in users:
                 user.join(args.seconds + 60)
-            queue = redis.Redis.from_url(queue_redis.url)
+            during = {k: v - before.get(k, 0) for k, v in command_stats(queue).items()}
             drain_until = time.monotonic() + args.drain_s
             while time.monotonic() < drain_until:
                 busy = sum(queue.llen(k) for k in (b"rq:queue:summaries", b"rq:queue:facts"))
@@ -217,6 +239,12 @@ def main() -> int:
     looks = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                 if line.startswith('bot_extractions_total{result="waiting"}'))
     print(f"extraction looks that found the user still writing: {looks:.0f} ({looks / max(messages, 1):.2f} per message)")
+    sent = during.pop("~total", 0)
+    print(f"Redis commands per message        {sent / max(messages, 1):.1f} while users wrote, every process "
+          f"included (web, workers, scheduler; user state and queues on one Redis); at idle {idle / IDLE_WINDOW_S:.1f}/s")
+    top = sorted(during.items(), key=lambda kv: -kv[1])[:8]
+    print("  most called (scripts' own calls included): " + ", ".join(
+        f"{name} {count / max(messages, 1):.1f}" for name, count in top))
     total = sum(record_bytes.values())
     jobs_only = record_bytes.get("rq:job", 0)
     waiting = record_bytes.get("rq:job (scheduled, still to run)", 0)

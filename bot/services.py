@@ -218,8 +218,8 @@ def warn_media_room(settings: Settings) -> None:
         log.warning("deferred.off", detail="voice notes and photos must fit in the webhook's "
                     "WEBHOOK_DEADLINE_S: set TWILIO_ACCOUNT_SID so they are answered by a worker instead")
     for name in ("MEDIA_FETCH_TIMEOUT_S", "TRANSCRIPTION_TIMEOUT_S"):
-        if name == "TRANSCRIPTION_TIMEOUT_S" and settings.deferred_on:
-            continue  # voice notes are deferred: the transcription has all of it
+        if name == "TRANSCRIPTION_TIMEOUT_S" and (settings.deferred_on or name not in settings.model_fields_set):
+            continue  # deferred voice notes have all of it; the default is cut without a word (deferred.off says why)
         if getattr(settings, name) > room:
             log.warning("media.timeout_capped", setting=name, value=getattr(settings, name), room_s=round(room, 1),
                         detail="WEBHOOK_DEADLINE_S keeps room for Redis and the reply; the rest is all media gets")
