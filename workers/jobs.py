@@ -17,6 +17,7 @@ from bot.channels.twilio.deferred import DeferredReplies
 from bot.channels.twilio.sender import MessageSender, make_twilio_client
 from bot.channels.twilio.typing import TypingIndicator
 from bot.config import load_settings
+from bot.exceptions import LLMUnavailable
 from bot.jobs.queue import DEFERRED_REPLY
 from bot.jobs.handoff import follow_up, hand_off, hurry, start
 from bot.conversation.summary import WAITING_FOR_EXTRACTION, Summarizer, summarize_conversation
@@ -99,6 +100,7 @@ def summarize_user(user: str, token: str, clear_recent: bool = False, upto: int 
     s = services()
     result = summarize_conversation(user, token, summarizer(s), clear_recent=clear_recent, upto=upto)
     s.usage.count_call(user, "summary", result.completion)
+    _model_answered(s, result.completion)
     SUMMARIES.labels(result="stored" if result.applied else "skipped").inc()
     if result.held:  # the extraction that reads them comes first; it queues the summary again
         hurry(s.jobs, s.store, EXTRACTION, user)
@@ -159,6 +161,7 @@ def extract_user_facts(user: str, token: str, urgent: bool = False) -> dict[str,
         token=token,
     )
     s.usage.count_call(user, "facts", result.completion)
+    _model_answered(s, result.completion)
     if result.status == "nothing_new":
         s.store.release_trigger(user, EXTRACTION, token)
     EXTRACTIONS.labels(result=result.status).inc()
@@ -189,6 +192,7 @@ def extract_user_entities(user: str, token: str) -> dict[str, Any]:
         model=settings.entity_model, rules=EntityRules.from_settings(settings),
     )
     s.usage.count_call(user, "entities", result.completion)
+    _model_answered(s, result.completion)
     if result.status in ("nothing_new", "discarded"):  # discarded: an opt-out meanwhile (if still ours)
         s.store.release_trigger(user, ENTITIES, token)
     ENTITY_RUNS.labels(result=result.status).inc()
@@ -219,11 +223,40 @@ def _look_again(s: Services, kind: str, user: str, token: str, wait_s: float) ->
     return True
 
 
+def probe_model() -> bool:
+    """While jobs wait out a retry after a model outage, ask the model one token (one worker
+    at a time, every few seconds); when it answers, run those jobs now. Return whether it
+    answered."""
+    s = services()
+    if not s.jobs.outage_noted():
+        return False
+    try:
+        s.llm.complete([{"role": "user", "content": "ping"}], purpose="probe", prompt_ref="probe", max_tokens=1,
+                       deadline_s=5.0, max_retries=0)
+    except LLMUnavailable as err:
+        log.info("model.still_down", error=str(err)[:200])
+        return False
+    hurried = s.jobs.after_model_success()
+    log.info("jobs.retries_hurried", jobs=hurried, detail="the model answers again")
+    return True
+
+
+def _model_answered(s: Services, completion: Any) -> None:
+    """After a model call that worked: if jobs wait for a retry after an outage, run them now."""
+    if completion is None:
+        return
+    hurried = s.jobs.after_model_success()
+    if hurried:
+        log.info("jobs.retries_hurried", jobs=hurried, detail="the model answers again")
+
+
 def _failed(kind: str, job: Any, exc_type: Any, exc: Any) -> tuple[str, str, bool]:
     user = job.args[0] if job.args else ""
     token = job.args[1] if len(job.args) > 1 else ""
     _bind(kind, user)
     final = not job.retries_left
+    if isinstance(exc, LLMUnavailable) and not final:
+        services().jobs.note_outage()  # the first model success after it runs the retries at once
     log.error(f"{kind}.failed", error=f"{exc_type.__name__}: {exc}", final=final, retries_left=job.retries_left)
     return user, token, final
 

@@ -43,6 +43,16 @@ class BotWorker(Worker):
         """Return how long an idle worker waits for a job before its maintenance comes round."""
         return max(1, min(int(self.worker_ttl) - 15, int(self.maintenance_interval)))
 
+    def run_maintenance_tasks(self) -> None:
+        """RQ's maintenance, then, while jobs wait out a retry after a model outage, a
+        one-token probe of the model: if it answers, those jobs run now (README, Context and
+        summaries)."""
+        super().run_maintenance_tasks()
+        try:
+            jobs.probe_model()
+        except Exception as err:  # never the worker's death: the backoff still runs its course
+            self.log.warning("model probe failed to run: %s", err)
+
     def work(self, *args: Any, **kwargs: Any) -> bool:
         """Warm up, then work as RQ does."""
         jobs.services()

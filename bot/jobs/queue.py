@@ -35,6 +35,14 @@ DEFERRED_REPLY = "deferred_reply"
 JOB_TIMEOUT_S = 60
 #: Failed jobs stay inspectable in RQ's failed registry for a week.
 FAILED_TTL_S = 7 * 86400
+#: Set (in the queue's Redis) when a job failed because the model did: the next job whose
+#: model call succeeds takes it and runs every job waiting for a retry at once.
+OUTAGE_KEY = "bot:model_outage"
+OUTAGE_TTL_S = 3600
+#: While an outage is noted, an idle worker asks the model a one-token question this often
+#: (one worker for the whole pool), so a recovered model is seen within seconds.
+PROBE_LOCK_KEY = "bot:model_probe"
+PROBE_EVERY_S = 5
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,38 @@ class JobQueue:
             return False
         status = job.get_status(refresh=False)
         return status is not None and status.value == "scheduled" and job.retries_left == len(self.retry_intervals)
+
+    def note_outage(self) -> None:
+        """Remember that a job failed on the model (its retry waits out the backoff)."""
+        self.connection.set(OUTAGE_KEY, "1", ex=OUTAGE_TTL_S)
+
+    def outage_noted(self) -> bool:
+        """Return whether jobs wait out a retry because the model failed them, and this
+        process may probe it now (at most one probe per PROBE_EVERY_S across the pool)."""
+        if not self.connection.exists(OUTAGE_KEY):
+            return False
+        return bool(self.connection.set(PROBE_LOCK_KEY, "1", nx=True, ex=PROBE_EVERY_S))
+
+    def after_model_success(self) -> int:
+        """A job's model call succeeded: if an outage was noted, the model is back, so run
+        every job waiting for a retry now rather than at the end of its backoff; return how
+        many. One Redis command when there was no outage."""
+        if self.connection.getdel(OUTAGE_KEY) is None:
+            return 0
+        hurried = 0
+        for queue in self.queues.values():
+            registry = queue.scheduled_job_registry
+            for ident in registry.get_job_ids():
+                try:
+                    job = Job.fetch(ident, connection=self.connection)
+                except NoSuchJobError:
+                    continue
+                if job.retries_left is None or job.retries_left >= len(self.retry_intervals):
+                    continue  # waiting for its kind's delay (the user's pause), not for a retry
+                registry.remove(job)
+                queue.enqueue_job(job)
+                hurried += 1
+        return hurried
 
     def delete(self, ident: str) -> bool:
         """Delete one job (waiting, scheduled or failed) by id; return whether it existed."""

@@ -164,3 +164,34 @@ def test_an_idle_worker_comes_round_to_maintenance(settings, queue_redis_url: st
     finally:
         stop(worker)
         connection.close()
+
+
+def test_after_a_model_outage_waiting_retries_run_as_soon_as_the_model_answers(  # type: ignore[no-untyped-def]
+    make_settings, redis_client, model: StandinModel, services, queue_redis_url
+) -> None:
+    """Every user's summary fails on the model and waits a 30 s backoff; the worker's
+    maintenance probes the model, finds it back and runs them all at once."""
+    settings = make_settings(SUMMARY_RETRY_INTERVALS="30,30,30")
+    client = create_app(settings).test_client()
+    users = [f"+1415555{n:04d}" for n in range(3)]
+    for user in users:
+        for i in range(10):
+            form = inbound_form(f"Question #{i} about my trip to Lisbon?", user=user)
+            assert client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)}).status_code == 200
+    model.script(*[{"status": 500, "match": SUMMARY_MARK}] * 3, *[{"content": SUMMARY, "match": SUMMARY_MARK}] * 3)
+    command = [RQ, "worker", "--worker-class", "workers.worker.BotWorker", "--url", queue_redis_url,
+               "--with-scheduler", "--maintenance-interval", "1", "--logging_level", "WARNING", "summaries"]
+    worker = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while len(summary_requests(model)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        failed_at = time.monotonic()
+        while time.monotonic() < failed_at + 25 and any(services.store.load(u).summary != SUMMARY for u in users):
+            time.sleep(0.2)
+        done_after = time.monotonic() - failed_at
+    finally:
+        stop(worker)
+    assert all(services.store.load(u).summary == SUMMARY for u in users)
+    assert done_after < 15  # not the 30 s backoff
+    assert any(r["messages"][-1]["content"] == "ping" for r in model.requests())  # the probe
