@@ -30,12 +30,14 @@ import argparse
 import hashlib
 import json
 import os
+import select
+import socket
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 from bot.dev import standin_audio
 from bot.dev.standin_entities import ENTITY_SCHEMA_NAME, extract_request_entities
@@ -139,6 +141,8 @@ class StandinModel:
         self._requests: list[dict[str, Any]] = []
         self._reported: list[dict[str, Any]] = []
         self._transcriptions: list[dict[str, Any]] = []
+        #: Transcriptions stopped because their client went away (a timeout on its side).
+        self.cancelled = 0
         self._counter = TokenCounter("gpt-4o-mini")
         self.server = _Server((host, port), self._handler_class())
         self._thread: threading.Thread | None = None
@@ -274,8 +278,10 @@ class StandinModel:
             payload["_stall_s"] = step.stall_s
         return 200, payload, delay
 
-    def transcribe(self, content_type: str, form: bytes) -> tuple[int, dict[str, Any], float]:
-        """Return status, body and delay for one transcription request (multipart/form-data)."""
+    def transcribe(self, content_type: str, form: bytes, cancelled: Callable[[], bool] | None = None
+                   ) -> tuple[int, dict[str, Any], float]:
+        """Return status, body and delay for one transcription request (multipart/form-data);
+        `cancelled()` says the client went away (the work stops: standin_audio.Cancelled)."""
         try:  # a malformed request, or audio that does not decode (AudioUnreadable)
             fields = standin_audio.parse_form(content_type, form)
             request = standin_audio.describe_request(fields)
@@ -285,7 +291,7 @@ class StandinModel:
             step = self._next_step(request["filename"], kind="transcription") or Step(kind="transcription")
             if step.status != 200:
                 return step.status, self._scripted_error(step), self.latency_s + step.delay_s
-            payload = standin_audio.answer(fields["file"].value, request, step.content)
+            payload = standin_audio.answer(fields["file"].value, request, step.content, cancelled)
         except standin_audio.BadRequest as err:
             return 400, _invalid(str(err), param=err.param), 0
         if step.stall_s:
@@ -341,14 +347,32 @@ class StandinModel:
 
             def _send_later(self, status: int, payload: Any, delay: float) -> None:
                 model.gate.wait(timeout=60)
-                if delay:
-                    time.sleep(delay)
+                until = time.monotonic() + delay
+                while time.monotonic() < until:  # a client that gives up ends the wait
+                    if self._client_gone():
+                        return
+                    time.sleep(min(0.05, max(0.0, until - time.monotonic())))
                 self._send(status, payload)
+
+            def _client_gone(self) -> bool:
+                """Return whether the client closed its side (it timed out and left)."""
+                try:
+                    readable, _, _ = select.select([self.connection], [], [], 0)
+                    return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    return True
 
             def do_POST(self) -> None:  # noqa: N802
                 raw = self._body()
                 if self.path.rstrip("/") == "/v1/audio/transcriptions":  # a form, not JSON
-                    self._send_later(*model.transcribe(self.headers.get("Content-Type", ""), raw))
+                    try:
+                        answer = model.transcribe(self.headers.get("Content-Type", ""), raw, self._client_gone)
+                    except standin_audio.Cancelled:
+                        with model._lock:
+                            model.cancelled += 1
+                        self.close_connection = True
+                        return
+                    self._send_later(*answer)
                     return
                 try:
                     body = json.loads(raw or b"{}")

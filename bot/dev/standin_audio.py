@@ -21,7 +21,7 @@ import io
 import math
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
@@ -115,14 +115,27 @@ def duration(data: bytes) -> float:
     return len(decode(data)) / SAMPLE_RATE
 
 
-def transcribe(data: bytes, language: str | None = None) -> Transcript:
+class Cancelled(Exception):
+    """The client went away: its transcription was stopped."""
+
+
+def transcribe(data: bytes, language: str | None = None, cancelled: Callable[[], bool] | None = None) -> Transcript:
     """Return what tiny.en hears in audio of any format PyAV reads (Ogg Opus, MP3, M4A…);
-    the language hint is ignored, tiny.en being English-only."""
+    the language hint is ignored, tiny.en being English-only. faster-whisper decodes lazily,
+    one 30 s window at a time: between windows `cancelled()` is asked, and a client that gave
+    up stops the work (raise Cancelled), so it does not slow the next request."""
     samples = decode(data)
-    # Greedy decoding and no VAD: a few seconds of clear speech need neither, and both cost time.
-    segments, info = load_model().transcribe(samples, language=MODEL_LANGUAGE, beam_size=1, vad_filter=False)
-    text = "".join(segment.text for segment in segments).strip()
-    return Transcript(text=text, duration_s=info.duration, language=info.language)
+    # Greedy decoding, no VAD, no temperature fallback and no conditioning on the previous window:
+    # a few seconds of clear speech need none of them, and each costs time (a repetitive long
+    # note sent the fallback looping for 30 s before its first segment).
+    segments, info = load_model().transcribe(samples, language=MODEL_LANGUAGE, beam_size=1, vad_filter=False,
+                                             temperature=0.0, condition_on_previous_text=False)
+    parts = []
+    for segment in segments:
+        if cancelled is not None and cancelled():
+            raise Cancelled("the client went away")
+        parts.append(segment.text)
+    return Transcript(text="".join(parts).strip(), duration_s=info.duration, language=info.language)
 
 
 def parse_form(content_type: str, body: bytes) -> dict[str, FormField]:
@@ -154,11 +167,12 @@ def describe_request(fields: dict[str, FormField]) -> dict[str, Any]:
     return {**text, "filename": audio.filename, "bytes": len(audio.value), "response_format": response_format}
 
 
-def answer(data: bytes, request: dict[str, Any], scripted: str | None = None) -> dict[str, Any]:
+def answer(data: bytes, request: dict[str, Any], scripted: str | None = None,
+           cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Return the body of the answer to a described request, the scripted transcript if any
     (the file must still decode: it gives the duration); plain text comes as {"_text": ...}."""
     if scripted is None:
-        heard = transcribe(data, request["language"])
+        heard = transcribe(data, request["language"], cancelled)
     else:
         heard = Transcript(scripted, duration(data), MODEL_LANGUAGE)
     if request["response_format"] == "text":

@@ -168,3 +168,38 @@ def test_an_image_that_cannot_be_decoded_is_a_400(client, url: str) -> None:  # 
     with pytest.raises(openai.BadRequestError) as caught:
         ask(client, "look", url)
     assert "Invalid image" in str(caught.value)
+
+
+def long_wav(repeats: int) -> bytes:
+    """Return the fixture's speech said `repeats` times over, as a 16 kHz WAV."""
+    import wave
+
+    import numpy as np
+
+    from bot.dev.standin_audio import SAMPLE_RATE, decode
+
+    samples = np.tile(decode(voice()), repeats)
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(SAMPLE_RATE)
+        wav.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
+    return out.getvalue()
+
+
+def test_a_transcription_its_client_gave_up_on_stops(client: openai.OpenAI, model: StandinModel) -> None:
+    """A client that times out (the bot's TRANSCRIPTION_TIMEOUT_S) stops the work: the next
+    voice note is not slowed down by an abandoned one."""
+    import time
+
+    long = long_wav(40)  # about 2.5 minutes of speech: seconds of work
+    with pytest.raises(openai.APITimeoutError):
+        client.audio.transcriptions.create(model="whisper-1", file=("long.wav", long, "audio/wav"), timeout=0.5)
+    deadline = time.monotonic() + 10
+    while model.cancelled == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert model.cancelled == 1
+    started = time.monotonic()
+    assert "porto" in transcribe(client).text.lower()
+    assert time.monotonic() - started < 3
