@@ -26,7 +26,6 @@ from typing import Any
 
 import structlog
 
-from bot.channels.twilio.outbound import split_message
 from bot.channels.twilio.sender import MessageSender
 from bot.channels.twilio.typing import TypingIndicator
 from bot.config import MODEL_DEADLINE_S, Settings
@@ -37,7 +36,7 @@ from bot.conversation.replies import FALLBACK_REPLY
 from bot.exceptions import StoreUnavailable
 from bot.jobs.queue import DEFERRED_REPLY, JobQueue
 from bot.media.location import Location
-from bot.observability.metrics import DEFERRED, DEFERRED_SECONDS, REST_SENDS
+from bot.observability.metrics import DEFERRED, DEFERRED_SECONDS
 from bot.storage.deferred import ALREADY_SENT, SEND, DeferredStore, Queued
 from bot.storage.redelivery import INFLIGHT_LEASE_S
 
@@ -178,17 +177,7 @@ class DeferredReplies:
             log.info("deferred.not_sent", reason=reason)
             DEFERRED.labels(kind=kind, outcome="erased" if reason == "erased" else "not_sent").inc()
             return 0
-        sent = 0
-        for chunk in split_message(outcome.reply):
-            try:
-                created = self.sender.create(msg.user, msg.to, chunk)
-            except Exception as err:  # the API refused, or the network failed: logged, counted
-                REST_SENDS.labels(result="failed").inc()
-                log.error("reply.send_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
-                break
-            REST_SENDS.labels(result="sent").inc()
-            log.info("reply.sent", twilio_sid=getattr(created, "sid", ""))
-            sent += 1
+        sent = self.sender.send_reply(msg.user, msg.to, outcome.reply)
         waited = time.time() - float(head.data.get("at", time.time()))
         DEFERRED.labels(kind=kind, outcome="answered" if sent else "failed").inc()
         DEFERRED_SECONDS.observe(max(0.0, waited))

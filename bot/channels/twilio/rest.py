@@ -21,13 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 from twilio.rest import Client
 
-from bot.channels.twilio.outbound import split_message
 from bot.channels.twilio.sender import STATUS_PATH, MessageSender, make_twilio_client
 from bot.config import Settings
 from bot.conversation.messages import InboundMessage
 from bot.conversation.pipeline import Pipeline
 from bot.conversation.replies import FALLBACK_REPLY
-from bot.observability.metrics import REPLY_SECONDS, REST_SENDS
+from bot.observability.metrics import REPLY_SECONDS
 
 log = structlog.get_logger(__name__)
 
@@ -91,18 +90,7 @@ class RestReplier:
 
     def send(self, msg: InboundMessage, reply: str) -> int:
         """Send the reply as one message per 1,600 characters; return how many went out."""
-        sent = 0
-        for chunk in split_message(reply):
-            try:
-                created = self.sender.create(msg.user, msg.to, chunk)
-            except Exception as err:  # the API refused, or the network failed: logged, counted
-                REST_SENDS.labels(result="failed").inc()
-                log.error("reply.send_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
-                break
-            REST_SENDS.labels(result="sent").inc()
-            log.info("reply.sent", twilio_sid=created.sid)
-            sent += 1
-        return sent
+        return self.sender.send_reply(msg.user, msg.to, reply)
 
     def close(self) -> None:
         """Finish the replies started (a graceful stop; there is no backlog), then stop."""

@@ -16,6 +16,7 @@ from twilio.base.exceptions import TwilioRestException
 from twilio.http.http_client import TwilioHttpClient
 from twilio.rest import Client
 
+from bot.channels.twilio.outbound import split_message
 from bot.config import Settings
 from bot.observability.metrics import REST_SENDS
 
@@ -58,6 +59,22 @@ class MessageSender:
                 log.warning("reply.send_retry", status=err.status)
                 time.sleep(RETRY_S)
         raise AssertionError("unreachable")
+
+    def send_reply(self, user: str, from_: str, reply: str) -> int:
+        """Send a reply as one message per 1,600 characters; return how many went out (a
+        refusal or a network failure is logged and counted, and stops the rest)."""
+        sent = 0
+        for chunk in split_message(reply):
+            try:
+                created = self.create(user, from_, chunk)
+            except Exception as err:  # the API refused, or the network failed: logged, counted
+                REST_SENDS.labels(result="failed").inc()
+                log.error("reply.send_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
+                break
+            REST_SENDS.labels(result="sent").inc()
+            log.info("reply.sent", twilio_sid=getattr(created, "sid", ""))
+            sent += 1
+        return sent
 
     def send(self, user: str, from_: str, text: str) -> tuple[str | None, str | None]:
         """Send text (at most 1,600 characters) to the user from `from_` ("whatsapp:+…");
