@@ -214,6 +214,8 @@ def make_settings(
             # Deferred replies have their own tests (tests/channels/twilio/test_deferred.py); elsewhere
             # media stay on the webhook's clock, the path of a bot without the Messages API.
             "DEFERRED_REPLIES": False,
+            # ...and where a test turns them on, typing indicators never leave the machine.
+            "TWILIO_MESSAGING_BASE_URL": "http://127.0.0.1:9",
             "LOG_LEVEL": "DEBUG",
         }
         values.update(overrides)

@@ -131,7 +131,9 @@ class Runner:
             start_new_session=True, preexec_fn=die_with_parent,
         )
         self.children.append(standin)
-        return {"TWILIO_API_BASE_URL": f"http://127.0.0.1:{port}", "TWILIO_ACCOUNT_SID": account}
+        url = f"http://127.0.0.1:{port}"
+        # Typing indicators of deferred replies go to the stand-in too: nothing leaves the machine.
+        return {"TWILIO_API_BASE_URL": url, "TWILIO_MESSAGING_BASE_URL": url, "TWILIO_ACCOUNT_SID": account}
 
     def run_procfile(self, env: dict[str, str]) -> int:
         """Run the Procfile until it ends or we are told to stop; return its exit code."""
@@ -193,6 +195,11 @@ def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) ->
         media = f"{env.get('TWILIO_API_BASE_URL') or 'https://api.twilio.com'} as {env['TWILIO_ACCOUNT_SID'][:6]}…"
     else:
         media = "off: set TWILIO_ACCOUNT_SID to read voice notes and photos"
+    asked = (env.get("DEFERRED_REPLIES") or "true").strip().lower() not in ("false", "0", "no", "off")
+    if asked and (env.get("TWILIO_ACCOUNT_SID") or "").startswith("AC"):
+        replies = "voice notes and slow photos answered by a worker through the Messages API, typing… meanwhile"
+    else:
+        replies = "all on the webhook's clock" + ("" if not asked else ": set TWILIO_ACCOUNT_SID to defer voice notes")
     return [
         "=" * 72,
         f"  redis    {mask_url(redis_url)}  ({where})",
@@ -201,6 +208,7 @@ def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) ->
         f"  meaning  {embedding_line(settings, env)}",
         f"  twilio   signatures checked with {token}",
         f"  media    {media}",
+        f"  replies  {replies}",
         f"  webhook  http://127.0.0.1:{port}/whatsapp  (public: {public})",
         "  chat     .venv/bin/python -m bot chat        stop: Ctrl-C",
         "=" * 72,
