@@ -20,7 +20,7 @@ from bot.dev.twilio_standin import TwilioStandin
 from bot.observability.metrics import DEFERRED, TYPING_INDICATORS
 from bot.storage.keys import user_keys
 from bot.users.lifecycle import erase_user
-from tests.conftest import ACCOUNT, USER, give_workers, inbound_form, sign
+from tests.conftest import ACCOUNT, AUTH_TOKEN, USER, give_workers, inbound_form, sign
 
 pytestmark = pytest.mark.integration
 
@@ -194,3 +194,36 @@ def test_inspect_and_the_console_show_a_deferred_message_in_progress(  # type: i
     [row] = user_report(services.users, USER)["deferred"]
     assert row["sid"] == form["MessageSid"] and row["kind"] == "voice" and not row["sending"] and "body" not in row
     assert export_user(services.users, USER)["deferred"][0]["body"] == ""
+
+
+def test_in_rest_mode_a_voice_note_is_deferred_too(  # type: ignore[no-untyped-def]
+        make_settings, redis_client, model, twilio: TwilioStandin, monkeypatch, run_worker, services) -> None:
+    settings = make_settings(REPLY_MODE="rest", TWILIO_ACCOUNT_SID=ACCOUNT, TWILIO_API_BASE_URL=twilio.url,
+                             TWILIO_MESSAGING_BASE_URL=twilio.url, DEFERRED_REPLIES=True)
+    give_workers(settings, monkeypatch)
+    app = create_app(settings)
+    form = voice_form(twilio)
+    response = app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    assert response.status_code == 200 and response.headers["X-Bot-Reply"] == "deferred"
+    app.extensions["bot.replier"].close()  # nothing of it was made on the web's threads
+    assert sent_to_user(twilio) == [] and [q.sid for q in services.deferred.queued(USER)] == [form["MessageSid"]]
+    run_worker()
+    [reply] = sent_to_user(twilio)
+    assert reply.startswith(SPOKEN_MARK)
+
+
+def test_the_typing_indicator_is_refreshed_while_the_work_runs_and_no_longer(twilio: TwilioStandin) -> None:
+    from bot.channels.twilio.typing import TypingIndicator
+    from twilio.rest import Client
+
+    client = Client(ACCOUNT, AUTH_TOKEN)
+    client.messaging.base_url = twilio.url
+    indicator = TypingIndicator(client, max_s=0.5, refresh_s=0.1)
+    with indicator.shown("MM" + "2" * 32):
+        time.sleep(1.0)  # the work outlasts TYPING_MAX_S
+    sent = twilio.typing()
+    assert 3 <= len(sent) <= 6  # at 0, 0.1 … 0.4 s (fewer on a busy machine): none after the most
+    with indicator.shown("MM" + "3" * 32):
+        pass  # the work ends at once: one indicator, and the keeper stops
+    time.sleep(0.3)
+    assert len(twilio.typing()) == len(sent) + 1
