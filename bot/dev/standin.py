@@ -30,16 +30,14 @@ import argparse
 import hashlib
 import json
 import os
-import select
-import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
 from bot.dev import standin_audio
+from bot.dev.standin_http import Step, _Server, client_gone
 from bot.dev.standin_entities import ENTITY_SCHEMA_NAME, extract_request_entities
 from bot.dev.standin_facts import extract_request_facts
 from bot.dev.standin_images import InvalidImage, SeenImage, message_images, text_parts
@@ -62,34 +60,6 @@ _FILLER = (
 )
 
 
-@dataclass
-class Step:
-    """One scripted answer; `match` limits it to requests whose last user message contains it."""
-
-    content: str | None = None
-    status: int = 200
-    delay_s: float = 0.0
-    finish_reason: str = "stop"
-    match: str | None = None
-    retry_after: int | None = None  # sent as Retry-After with an error status
-    stall_s: float = 0.0  # send the headers and half the body, then stall this long
-    kind: str = "chat"  # or "transcription": a step answers only requests of its kind
-
-    @classmethod
-    def from_obj(cls, obj: dict[str, Any]) -> "Step":
-        """Build from a JSON object."""
-        return cls(
-            content=obj.get("content"),
-            status=int(obj.get("status", 200)),
-            delay_s=float(obj.get("delay_s", 0.0)),
-            finish_reason=str(obj.get("finish_reason", "stop")),
-            match=obj.get("match"),
-            retry_after=obj.get("retry_after"),
-            stall_s=float(obj.get("stall_s", 0.0)),
-            kind=str(obj.get("kind", "chat")),
-        )
-
-
 def _wants_json(body: dict[str, Any]) -> bool:
     response_format = body.get("response_format")
     return isinstance(response_format, dict) and response_format.get("type") in ("json_schema", "json_object")
@@ -104,18 +74,6 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 
 def _invalid(message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"message": message, "type": "invalid_request_error", **extra}}
-
-
-class _Server(ThreadingHTTPServer):
-    """A threading HTTP server that stays quiet when a client gave up (a timeout test)."""
-
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Ignore clients that hung up before their answer; report anything else."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 class StandinModel:
@@ -355,12 +313,7 @@ class StandinModel:
                 self._send(status, payload)
 
             def _client_gone(self) -> bool:
-                """Return whether the client closed its side (it timed out and left)."""
-                try:
-                    readable, _, _ = select.select([self.connection], [], [], 0)
-                    return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-                except OSError:
-                    return True
+                return client_gone(self.connection)
 
             def do_POST(self) -> None:  # noqa: N802
                 raw = self._body()

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from bot.storage.keys import CONTEXT_PREFIX, FACTS_PREFIX, user_key
 from bot.storage.records import Fact
 from tests.browser.pages import UserPage, UsersPage, shoot, sign_in, stored_about, trouble, user_writes
-from tests.conftest import USER, fact
+from tests.conftest import USER, fact, stored_facts
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def remember(redis_client: Any, *facts: Fact, user: str = USER) -> None:
 
 
 def stored_fact(redis_client: Any, key: str) -> Fact | None:
-    raw = redis_client.hget(user_key(FACTS_PREFIX, USER), key)
+    raw = stored_facts(redis_client).get(key)  # packed once the console wrote them
     return Fact.from_json(key, raw) if raw is not None else None
 
 

@@ -1,0 +1,60 @@
+"""The stand-in model's scripted steps and HTTP plumbing (bot/dev/standin.py serves them)."""
+
+from __future__ import annotations
+
+import select
+import socket
+import sys
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Step:
+    """One scripted answer; `match` limits it to requests whose last user message contains it."""
+
+    content: str | None = None
+    status: int = 200
+    delay_s: float = 0.0
+    finish_reason: str = "stop"
+    match: str | None = None
+    retry_after: int | None = None  # sent as Retry-After with an error status
+    stall_s: float = 0.0  # send the headers and half the body, then stall this long
+    kind: str = "chat"  # or "transcription": a step answers only requests of its kind
+
+    @classmethod
+    def from_obj(cls, obj: dict[str, Any]) -> "Step":
+        """Build from a JSON object."""
+        return cls(
+            content=obj.get("content"),
+            status=int(obj.get("status", 200)),
+            delay_s=float(obj.get("delay_s", 0.0)),
+            finish_reason=str(obj.get("finish_reason", "stop")),
+            match=obj.get("match"),
+            retry_after=obj.get("retry_after"),
+            stall_s=float(obj.get("stall_s", 0.0)),
+            kind=str(obj.get("kind", "chat")),
+        )
+
+
+
+class _Server(ThreadingHTTPServer):
+    """A threading HTTP server that stays quiet when a client gave up (a timeout test)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Ignore clients that hung up before their answer; report anything else."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+def client_gone(connection: socket.socket) -> bool:
+    """Return whether the client closed its side of the connection (it timed out and left)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
