@@ -20,10 +20,12 @@ run: $(STAMP)
 
 ## test: every test, unit and integration, with the real local embedding model; then again with
 ## user state on a 3-master Redis Cluster and RQ on a standalone Redis (the fixtures start both;
-## tests/dev is topology-free), the model only for the tests marked `embeddings`
+## tests/dev is topology-free, and the browser tests read pages the Flask-client tests already read
+## on the cluster), the model only for the tests marked `embeddings`
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
-	TEST_REDIS_TOPOLOGY=cluster TEST_EMBEDDINGS=off $(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/dev
+	TEST_REDIS_TOPOLOGY=cluster TEST_EMBEDDINGS=off $(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/dev \
+		--ignore=tests/browser
 
 ## bench: the benchmarks in bench/ (figures, not pass/fail)
 bench: $(STAMP)
