@@ -63,6 +63,30 @@ def commands(client: redis.Redis) -> int:
     return int(client.info("stats")["total_commands_processed"])
 
 
+#: Seconds of MONITOR under load, for the top-level count.
+MONITOR_S = 10.0
+
+
+def top_level_commands(url: str, seconds: float, sent_before: int) -> tuple[float, float]:
+    """Return (commands per second the clients sent, scripts' own calls left out and a
+    MULTI..EXEC counted as its commands, messages per second) over `seconds` of MONITOR."""
+    client = redis.Redis.from_url(url)
+    count, started = 0, time.monotonic()
+    users_out = _OUT_REF[0]
+    with client.monitor() as monitor:
+        for event in monitor.listen():
+            if event.get("client_type") != "lua" and not event["command"].upper().startswith(("MONITOR", "INFO")):
+                count += 1
+            if time.monotonic() - started >= seconds:
+                break
+    elapsed = time.monotonic() - started
+    client.close()
+    return count / elapsed, (len(users_out) - sent_before) / elapsed
+
+
+_OUT_REF: list[list] = [[]]
+
+
 def command_stats(client: redis.Redis) -> dict[str, int]:
     """Return calls per command (INFO commandstats, scripts' own calls included), and the
     clients' total under "~total"."""
@@ -182,10 +206,13 @@ def main() -> int:
             idle = commands(queue) - idle_from
             before = command_stats(queue)
             out: list[tuple[float, int, bool, tuple[float, float] | None]] = []
+            _OUT_REF[0] = out
             until = time.monotonic() + args.seconds
             users = [User(port, f"+3519{i:08d}", until, (args.min_s, args.max_s), out) for i in range(args.users)]
             for user in users:
                 user.start()
+            time.sleep(min(20.0, args.seconds / 3))  # the load settles
+            top_level = top_level_commands(queue_redis.url, MONITOR_S, len(out))
             for user in users:
                 user.join(args.seconds + 60)
             during = {k: v - before.get(k, 0) for k, v in command_stats(queue).items()}
@@ -242,6 +269,9 @@ def main() -> int:
     sent = during.pop("~total", 0)
     print(f"Redis commands per message        {sent / max(messages, 1):.1f} while users wrote, every process "
           f"included (web, workers, scheduler; user state and queues on one Redis); at idle {idle / IDLE_WINDOW_S:.1f}/s")
+    per_second, messages_then = top_level
+    print(f"  top-level (what the processes send, scripts counted once; MONITOR over {MONITOR_S:g} s): "
+          f"{per_second / max(messages_then, 1e-9):.1f} per message ({per_second:.0f}/s at {messages_then:.1f} messages/s)")
     top = sorted(during.items(), key=lambda kv: -kv[1])[:8]
     print("  most called (scripts' own calls included): " + ", ".join(
         f"{name} {count / max(messages, 1):.1f}" for name, count in top))
