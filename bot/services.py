@@ -152,7 +152,7 @@ def build_steps(
         JudgeStep(settings),
         CommitStep(users.store),
         *([ActivityStep(activity)] if activity is not None else []),
-        HandOffStep(users.store, jobs),
+        HandOffStep(users.store, jobs, settings.EXTRACTION_MAX_PAIRS if settings.EXTRACTION_IDLE_S > 0 else 0),
     ]
 
 

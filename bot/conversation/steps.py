@@ -18,7 +18,7 @@ from bot.conversation.prompt import BuiltPrompt, build_prompt
 from bot.conversation.task import SAFETY_CATEGORIES
 from bot.conversation.replies import FALLBACK_REPLY
 from bot.exceptions import LLMUnavailable, StoreUnavailable
-from bot.jobs.handoff import hand_off
+from bot.jobs.handoff import hand_off, postpone_extraction
 from bot.jobs.queue import JobQueue
 from bot.llm.client import LLMClient
 from bot.llm.prompts import Prompt
@@ -29,7 +29,7 @@ from bot.observability.metrics import MESSAGES
 from bot.storage.context import Claim, CommitResult, Context, ContextStore
 from bot.storage.facts import FactStore
 from bot.storage.records import STORED_TEXT_CHARS, Fact, Pair, clip, decode_facts
-from bot.storage.triggers import SUMMARY
+from bot.storage.triggers import EXTRACTION, SUMMARY
 from bot.storage.usage import usage_fields
 
 log = structlog.get_logger(__name__)
@@ -354,9 +354,10 @@ class HandOffStep:
     name = "hand-off"
     records = True
 
-    def __init__(self, store: ContextStore, jobs: JobQueue | None) -> None:
+    def __init__(self, store: ContextStore, jobs: JobQueue | None, extraction_max_pairs: int = 0) -> None:
         self.store = store
         self.jobs = jobs
+        self.extraction_max_pairs = extraction_max_pairs  # 0: never postpone
 
     def __call__(self, turn: Turn) -> None:
         if turn.claim is None:
@@ -365,8 +366,14 @@ class HandOffStep:
         if turn.commit is not None:
             for kind, token in turn.commit.due.items():
                 self._enqueue(kind, user, token)
+            self._postpone_extraction(turn)
         if turn.topic_shift:
             self._summarize_now(user, turn.commit)
+
+    def _postpone_extraction(self, turn: Turn) -> None:
+        commit = turn.commit
+        if self.jobs is not None and commit is not None and commit.pair_stored and EXTRACTION not in commit.due:
+            postpone_extraction(self.jobs, turn.msg.user, turn.memory.meta, commit.seq, self.extraction_max_pairs)
 
     def _enqueue(self, kind: str, user: str, token: str, **kwargs: object) -> None:
         if self.jobs is not None:

@@ -9,6 +9,8 @@ import structlog
 from bot.exceptions import StoreUnavailable
 from bot.jobs.queue import JobQueue
 from bot.storage.context import ContextStore
+from bot.storage.records import as_int
+from bot.storage.triggers import EXTRACTION, EXTRACTION_JOB
 
 log = structlog.get_logger(__name__)
 
@@ -64,3 +66,22 @@ def hurry(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str | No
     jobs.delete(jobs.job_id(kind, user, token))
     log.info(f"{kind}.hurried")
     return hand_off(jobs, store, kind, user, fresh, delay_s=0, urgent=True)
+
+
+def postpone_extraction(jobs: JobQueue, user: str, meta: dict[str, str], seq: int, max_pairs: int) -> bool:
+    """The user wrote again while their extraction waits for their pause: move it to a full
+    pause from now (one command, instead of a job that wakes only to look again); once
+    `max_pairs` pairs wait unread, to now (0: never move it). `meta` is the user's memory
+    hash as the claim read it. Never raises."""
+    token = meta.get(f"{EXTRACTION_JOB}_token")
+    if not token or not max_pairs:
+        return False
+    full = seq - as_int(meta.get("extracted_seq"), "extracted_seq") >= max_pairs
+    try:
+        moved = jobs.reschedule(EXTRACTION, user, token, now=full)
+    except Exception as err:  # the queue's Redis: the job looks again, as before
+        log.warning("extraction.postpone_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
+        return False
+    if moved:
+        log.debug("extraction.rescheduled", now=full)
+    return moved

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -139,6 +140,19 @@ class JobQueue:
             return False
         status = job.get_status(refresh=False)
         return status is not None and status.value == "scheduled" and job.retries_left == len(self.retry_intervals)
+
+    def reschedule(self, kind: str, user: str, token: str, now: bool = False) -> bool:
+        """Move the user's job of this kind, if it waits in RQ's scheduled registry: to its
+        kind's full delay from now (only ever later: the user wrote again, so the job need not
+        wake up only to find them still writing), or, with `now`, to now (only ever sooner).
+        One command; False when no such job waits (it runs, or none is queued)."""
+        delay = 0.0 if now else self.delays.get(kind, 0)
+        if delay <= 0 and not now:
+            return False
+        registry = self.queues[JOB_KINDS[kind].queue].scheduled_job_registry
+        at = int(time.time() + delay)  # whole seconds, as RQ's own ScheduledJobRegistry.schedule writes them
+        return bool(self.connection.zadd(registry.key, {self.job_id(kind, user, token): at},
+                                         xx=True, gt=not now, lt=now, ch=True))
 
     def note_outage(self) -> None:
         """Remember that a job failed on the model (its retry waits out the backoff)."""

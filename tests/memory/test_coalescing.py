@@ -113,3 +113,22 @@ def test_a_job_waiting_between_retries_is_not_hurried(chat, services) -> None:  
     job.retries_left = job.retries_left - 1  # as RQ leaves it after a failed attempt
     job.save()
     assert not services.jobs.waiting_for_delay(ident)
+
+
+def test_a_user_still_writing_moves_the_waiting_extraction_instead_of_waking_it(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+    """Each message moves the one waiting job to a full pause from now (one Redis command), so
+    it never wakes up only to find the user still writing."""
+    from bot.observability.metrics import EXTRACTIONS
+
+    send, look, queue = chat
+    looks = EXTRACTIONS.labels(result="waiting")._value.get()
+    for i in range(6):  # 3 s of writing, more than the 2 s pause the job waits for
+        send(f"Message {i}: what should I pack for a week in the Azores in March?")
+        look()  # due jobs run at once: none is due while the user writes
+        time.sleep(0.5)
+    assert extraction_requests(model) == [] and len(queue.scheduled_job_registry.get_job_ids()) == 1
+    time.sleep(IDLE_S + 0.5)
+    look()
+    [request] = extraction_requests(model)
+    assert all(f"Message {i}:" in request for i in range(6))
+    assert EXTRACTIONS.labels(result="waiting")._value.get() == looks  # not one look
