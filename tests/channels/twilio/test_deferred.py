@@ -227,3 +227,25 @@ def test_the_typing_indicator_is_refreshed_while_the_work_runs_and_no_longer(twi
         pass  # the work ends at once: one indicator, and the keeper stops
     time.sleep(0.3)
     assert len(twilio.typing()) == len(sent) + 1
+
+
+def test_a_reset_while_the_voice_note_is_transcribed_stores_no_pair(  # type: ignore[no-untyped-def]
+        deferred, twilio, model: StandinModel, services, run_worker) -> None:
+    from bot.users.lifecycle import reset_conversation
+
+    deferred(inbound_form("Hello, I'm planning a birthday party for my daughter in Porto."))
+    model.script({"kind": "transcription", "content": "Can you make a unicorn cake for 20 people?", "delay_s": 3})
+    deferred(voice_form(twilio))
+
+    def reset_mid_transcription() -> None:
+        deadline = time.monotonic() + 10
+        while not model.transcriptions() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        reset_conversation(services.users, USER, actor="test", via="cli")
+
+    resetter = threading.Thread(target=reset_mid_transcription)
+    resetter.start()
+    run_worker()
+    resetter.join(15)
+    assert services.store.load(USER).recent == []  # the reset won: nothing from before it is stored
+    assert len(sent_to_user(twilio)) == 1  # the user still hears back about what they asked
