@@ -64,12 +64,29 @@ def commands(client: redis.Redis) -> int:
 
 
 class TopLevel(threading.Thread):
-    """Counts the commands clients send while users write (MONITOR; scripts' own calls left
-    out, a MULTI..EXEC counted as its commands)."""
+    """Counts the commands clients send (MONITOR; scripts' own calls left out, a MULTI..EXEC
+    counted as its commands), and by the kind of process that sent them."""
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.url, self.count, self.stop = url, 0, threading.Event()
+        self.port = int(url.rsplit(":", 1)[1].split("/")[0])
+        self.by_kind: dict[str, int] = {}
+        self.owners: dict[int, tuple[str, int]] = {}  # client port -> (kind, pid)
+
+    def _owner(self, port: int) -> tuple[str, int]:
+        if port not in self.owners:
+            import psutil
+
+            for conn in psutil.net_connections(kind="tcp"):
+                if conn.raddr and conn.raddr.port == self.port and conn.pid:
+                    try:
+                        cmd = " ".join(psutil.Process(conn.pid).cmdline())
+                    except psutil.Error:
+                        continue
+                    kind = "web" if "gunicorn" in cmd else "rq worker" if "rq worker" in cmd else "other"
+                    self.owners[conn.laddr.port] = (kind, conn.pid)
+        return self.owners.get(port, ("other", 0))
 
     def run(self) -> None:
         client = redis.Redis.from_url(self.url)
@@ -79,6 +96,8 @@ class TopLevel(threading.Thread):
                     break
                 if event.get("client_type") != "lua" and not event["command"].upper().startswith(("MONITOR", "INFO")):
                     self.count += 1
+                    kind = self._owner(int(event.get("client_port") or 0))[0]
+                    self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
         client.close()
 
     def finish(self) -> int:
@@ -204,7 +223,10 @@ def main() -> int:
             time.sleep(3)  # the workers
             queue = redis.Redis.from_url(queue_redis.url)
             idle_from = commands(queue)
+            idle_watch = TopLevel(queue_redis.url)
+            idle_watch.start()
             time.sleep(IDLE_WINDOW_S)  # every process up, no message: what they cost at idle
+            idle_watch.finish()
             idle = commands(queue) - idle_from
             before = command_stats(queue)
             out: list[tuple[float, int, bool, tuple[float, float] | None]] = []
@@ -273,6 +295,11 @@ def main() -> int:
           f"included (web, workers, scheduler; user state and queues on one Redis); at idle {idle / IDLE_WINDOW_S:.1f}/s")
     print(f"  top-level (what the processes send, a script counted once; MONITOR while users wrote): "
           f"{sent_top_level / max(messages, 1):.1f} per message")
+    processes = {kind: len({pid for k, pid in idle_watch.owners.values() if k == kind}) for kind in idle_watch.by_kind}
+    idle_kinds = {"web": 0, **idle_watch.by_kind}
+    print("  at idle, as clients send them, by process: " + ", ".join(
+        f"{kind} {count / IDLE_WINDOW_S:.1f}/s" + (f" over {processes[kind]} process(es)" if processes.get(kind) else "")
+        for kind, count in sorted(idle_kinds.items(), key=lambda kv: -kv[1])))
     top = sorted(during.items(), key=lambda kv: -kv[1])[:8]
     print("  most called (scripts' own calls included): " + ", ".join(
         f"{name} {count / max(messages, 1):.1f}" for name, count in top))
