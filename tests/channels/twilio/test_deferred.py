@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -56,6 +58,24 @@ def deferred(make_settings, redis_client, model, twilio: TwilioStandin, monkeypa
 def voice_form(twilio: TwilioStandin, sid: str | None = None) -> dict[str, str]:
     sid = sid or media_sid()
     return inbound_form("", sid=sid, NumMedia="1", MediaContentType0=OGG, MediaUrl0=twilio.add_media(sid, VOICE, OGG))
+
+
+@contextmanager
+def mid_transcription(model: StandinModel, action: Callable[[], object]) -> Iterator[None]:
+    """Run `action` on another thread as soon as the voice note's transcription has started,
+    while the block runs the worker."""
+    def act() -> None:
+        deadline = time.monotonic() + 10
+        while not model.transcriptions() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        action()
+
+    thread = threading.Thread(target=act)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(15)
 
 
 def sent_to_user(twilio: TwilioStandin) -> list[str]:
@@ -107,17 +127,8 @@ def test_an_erase_while_the_voice_note_is_transcribed_leaves_nothing_and_sends_n
         deferred, twilio, model: StandinModel, services, run_worker, redis_client) -> None:
     model.script({"kind": "transcription", "content": "Remember that I am vegetarian.", "delay_s": 3})
     deferred(voice_form(twilio))
-
-    def erase_mid_transcription() -> None:
-        deadline = time.monotonic() + 10
-        while not model.transcriptions() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        erase_user(services.users, USER, actor="test", via="cli")
-
-    eraser = threading.Thread(target=erase_mid_transcription)
-    eraser.start()
-    run_worker()  # RQ's worker wants the main thread
-    eraser.join(15)
+    with mid_transcription(model, lambda: erase_user(services.users, USER, actor="test", via="cli")):
+        run_worker()  # RQ's worker wants the main thread
     assert model.transcriptions() and sent_to_user(twilio) == []
     assert [k for k in user_keys(USER) if redis_client.exists(k)] == []  # nothing written back
 
@@ -236,16 +247,7 @@ def test_a_reset_while_the_voice_note_is_transcribed_stores_no_pair(  # type: ig
     deferred(inbound_form("Hello, I'm planning a birthday party for my daughter in Porto."))
     model.script({"kind": "transcription", "content": "Can you make a unicorn cake for 20 people?", "delay_s": 3})
     deferred(voice_form(twilio))
-
-    def reset_mid_transcription() -> None:
-        deadline = time.monotonic() + 10
-        while not model.transcriptions() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        reset_conversation(services.users, USER, actor="test", via="cli")
-
-    resetter = threading.Thread(target=reset_mid_transcription)
-    resetter.start()
-    run_worker()
-    resetter.join(15)
+    with mid_transcription(model, lambda: reset_conversation(services.users, USER, actor="test", via="cli")):
+        run_worker()
     assert services.store.load(USER).recent == []  # the reset won: nothing from before it is stored
     assert len(sent_to_user(twilio)) == 1  # the user still hears back about what they asked
