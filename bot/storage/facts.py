@@ -103,13 +103,14 @@ class FactStore:
             if scope == "user":
                 stored, vectors = packed_facts.read(pipe, facts_key, vectors_key)
             else:
-                stored, vectors = {text(k): text(v) for k, v in pipe.hgetall(facts_key).items()}, {}
+                stored, vectors = pipe.hgetall(facts_key), {}
             existing = decode_facts(stored)
             progress = as_int(text(pipe.hget(memory_key, "extracted_seq")), "extracted_seq")
             result = merge(existing)
             encoded = self._encode(result.upserts) if scope == "user" else {}
             pipe.multi()
-            if scope == "user" and (result.upserts or result.deletes):
+            packed = scope == "user" and bool(result.upserts or result.deletes)  # written whole, with its TTL
+            if packed:
                 stored = {k: v for k, v in stored.items() if k not in result.deletes}
                 stored.update({k: f.to_json() for k, f in result.upserts.items()})
                 vectors = self._vectors_after(vectors, encoded, stale=[*result.upserts, *result.deletes])
@@ -126,7 +127,7 @@ class FactStore:
                 pipe.hset(memory_key, "extracted_seq", extracted_seq)
             if token is not None and extracted_seq is not None:  # the job's last write
                 pipe.hdel(memory_key, f"{EXTRACTION_JOB}_at", f"{EXTRACTION_JOB}_token")
-            if self._ttl(scope):
+            if self._ttl(scope) and not packed:
                 pipe.expire(facts_key, self._ttl(scope))
             if self.facts_ttl_seconds:
                 pipe.expire(memory_key, self.facts_ttl_seconds)
@@ -162,9 +163,7 @@ class FactStore:
         """Queue the user's facts and vectors as one packed string (or none when no fact is
         left); the vectors hash of the encoding before it goes."""
         if stored:
-            pipe.set(facts_key, packed_facts.pack(stored, vectors))
-            if self.facts_ttl_seconds:
-                pipe.expire(facts_key, self.facts_ttl_seconds)
+            pipe.set(facts_key, packed_facts.pack(stored, vectors), ex=self.facts_ttl_seconds or None)
         else:
             pipe.delete(facts_key)
         pipe.delete(vectors_key)

@@ -60,12 +60,11 @@ def unpack(raw: str | bytes | None) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def read_stored(facts: Any, vectors: Any = None) -> tuple[dict[str, str], dict[str, str]]:
-    """Return (facts, vectors) from what Redis gave for the facts key: the packed string, or
-    (stored before it) the facts hash, flat or as a dict, beside the vectors hash."""
+    """Return (facts, vectors) from what the claim script gave for the facts key: the packed
+    string, or (stored before it) the flat facts hash beside the flat vectors hash."""
     if facts is None or isinstance(facts, (str, bytes)):
         return unpack(facts)
-    as_dict = (lambda raw: {text(k): text(v) for k, v in raw.items()}) if isinstance(facts, dict) else flat_to_dict
-    return as_dict(facts), as_dict(vectors or ({} if isinstance(facts, dict) else []))
+    return flat_to_dict(facts), flat_to_dict(vectors or [])
 
 
 def read(client: Any, facts_key: str, vectors_key: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -75,8 +74,12 @@ def read(client: Any, facts_key: str, vectors_key: str) -> tuple[dict[str, str],
     if kind == "string":
         return unpack(client.get(facts_key))
     if kind == "hash":
-        return read_stored(client.hgetall(facts_key), client.hgetall(vectors_key))
+        return _texts(client.hgetall(facts_key)), _texts(client.hgetall(vectors_key))
     return {}, {}
+
+
+def _texts(raw: dict[Any, Any]) -> dict[str, str]:
+    return {text(k): text(v) for k, v in raw.items()}
 
 
 def count(raw_string: Any, raw_hlen: Any) -> int:
