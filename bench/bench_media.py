@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stats import pct  # noqa: E402
 from bot.dev.embedded import free_port, start_embedded_redis  # noqa: E402
+from bot.dev.processes import stop_process  # noqa: E402
 from bot.dev.standin import StandinModel  # noqa: E402
 from bot.dev.twilio_standin import TwilioStandin  # noqa: E402
 from bot.observability.logs import configure_logging  # noqa: E402
@@ -132,12 +133,7 @@ class Web:
 
     def __exit__(self, *_: object) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+            stop_process(self.proc)
         self.log.unlink(missing_ok=True)
 
     def events(self, name: str) -> list[dict[str, Any]]:
@@ -196,27 +192,16 @@ def message(twilio: TwilioStandin, user: str, kind: str) -> dict[str, str]:
 # -- part 1: latency ---------------------------------------------------------------------------
 
 
-class Worker:
+@contextlib.contextmanager
+def deferred_worker(env: dict[str, str]) -> Iterator[None]:
     """An RQ worker answering deferred replies (the Procfile's, on the `replies` queue only)."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> "Worker":
-        cmd = ["rq", "worker", "--worker-class", "workers.worker.BotWorker", "--url", self.env["REDIS_URL"],
-               "--logging_level", "WARNING", "replies"]
-        self.proc = subprocess.Popen(cmd, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+    cmd = ["rq", "worker", "--worker-class", "workers.worker.BotWorker", "--url", env["REDIS_URL"],
+           "--logging_level", "WARNING", "replies"]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        stop_process(proc, timeout_s=15)
 
 
 def latency(base_env: dict[str, str], twilio: TimedTwilio, users: Iterator[str], mode: str, n: int) -> dict[str, Any]:
@@ -228,7 +213,7 @@ def latency(base_env: dict[str, str], twilio: TimedTwilio, users: Iterator[str],
     deferred = mode == "deferred"
     env = {**base_env, "DEFERRED_REPLIES": "true" if deferred else "false", "TWILIO_MESSAGING_BASE_URL": twilio.url}
     with Web(env, REPLY_MODE="rest" if mode == "rest" else "twiml") as web, \
-            (Worker({**env, "LOG_JSON": "false", "LOG_LEVEL": "WARNING"}) if deferred else contextlib.nullcontext()):
+            (deferred_worker({**env, "LOG_JSON": "false", "LOG_LEVEL": "WARNING"}) if deferred else contextlib.nullcontext()):
         for i in range(2 + n):  # the first two of each warm up the app, the model and connections
             if i == 2:
                 before = web.transcription_histogram()

@@ -231,13 +231,12 @@ def probe_model() -> bool:
     if not s.jobs.outage_noted():
         return False
     try:
-        s.llm.complete([{"role": "user", "content": "ping"}], purpose="probe", prompt_ref="probe", max_tokens=1,
-                       deadline_s=5.0, max_retries=0)
+        answer = s.llm.complete([{"role": "user", "content": "ping"}], purpose="probe", prompt_ref="probe",
+                                max_tokens=1, deadline_s=5.0, max_retries=0)
     except LLMUnavailable as err:
         log.info("model.still_down", error=str(err)[:200])
         return False
-    hurried = s.jobs.after_model_success()
-    log.info("jobs.retries_hurried", jobs=hurried, detail="the model answers again")
+    _model_answered(s, answer)
     return True
 
 

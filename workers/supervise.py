@@ -153,7 +153,6 @@ class Slot(threading.Thread):
                     say("redis.back", restarting=True)
                     self.rescue()
 
-
     def rescue(self) -> None:
         """Hand the jobs of the worker that just died back to the pool (logged, never fatal)."""
         if not self.named or self.code == 0:

@@ -195,7 +195,7 @@ def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) ->
         media = f"{env.get('TWILIO_API_BASE_URL') or 'https://api.twilio.com'} as {env['TWILIO_ACCOUNT_SID'][:6]}…"
     else:
         media = "off: set TWILIO_ACCOUNT_SID to read voice notes and photos"
-    asked = (env.get("DEFERRED_REPLIES") or "true").strip().lower() not in ("false", "0", "no", "off")
+    asked = settings.DEFERRED_REPLIES
     if asked and (env.get("TWILIO_ACCOUNT_SID") or "").startswith("AC"):
         replies = "voice notes and slow photos answered by a worker through the Messages API, typing… meanwhile"
     else:
