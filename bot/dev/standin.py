@@ -99,8 +99,9 @@ class StandinModel:
         self._requests: list[dict[str, Any]] = []
         self._reported: list[dict[str, Any]] = []
         self._transcriptions: list[dict[str, Any]] = []
-        #: Transcriptions stopped because their client went away (a timeout on its side).
-        self.cancelled = 0
+        #: The file names of the transcriptions stopped because their client went away (a
+        #: timeout on its side), oldest first.
+        self.cancelled: list[str] = []
         self._counter = TokenCounter("gpt-4o-mini")
         self.server = _Server((host, port), self._handler_class())
         self._thread: threading.Thread | None = None
@@ -150,6 +151,7 @@ class StandinModel:
             self._requests.clear()
             self._reported.clear()
             self._transcriptions.clear()
+            self.cancelled.clear()
 
     # -- answering ---------------------------------------------------------------------
     def _next_step(self, subject: str, kind: str = "chat") -> Step | None:
@@ -249,7 +251,12 @@ class StandinModel:
             step = self._next_step(request["filename"], kind="transcription") or Step(kind="transcription")
             if step.status != 200:
                 return step.status, self._scripted_error(step), self.latency_s + step.delay_s
-            payload = standin_audio.answer(fields["file"].value, request, step.content, cancelled)
+            try:
+                payload = standin_audio.answer(fields["file"].value, request, step.content, cancelled)
+            except standin_audio.Cancelled:
+                with self._lock:
+                    self.cancelled.append(request["filename"])
+                raise
         except standin_audio.BadRequest as err:
             return 400, _invalid(str(err), param=err.param), 0
         if step.stall_s:
@@ -320,9 +327,7 @@ class StandinModel:
                 if self.path.rstrip("/") == "/v1/audio/transcriptions":  # a form, not JSON
                     try:
                         answer = model.transcribe(self.headers.get("Content-Type", ""), raw, self._client_gone)
-                    except standin_audio.Cancelled:
-                        with model._lock:
-                            model.cancelled += 1
+                    except standin_audio.Cancelled:  # recorded in model.cancelled
                         self.close_connection = True
                         return
                     self._send_later(*answer)
