@@ -1,4 +1,4 @@
-"""Measure entity matching (issue 12): time per message, pass 2's background cost, Redis bytes.
+"""Measure entity matching (docs/entities.md): time per message, pass 2's background cost, Redis bytes.
 
 Prints figures; asserts nothing. Three parts, each on the real code:
 
@@ -52,6 +52,7 @@ from bot.observability.logs import configure_logging  # noqa: E402
 from bot.services import Services, build_services  # noqa: E402
 from bot.storage.entities import Entity, EntityState, fact_hash  # noqa: E402
 from bot.storage.keys import ENTITIES_PREFIX, FACTS_PREFIX, user_key  # noqa: E402
+from bot.storage.context import CommitRecord
 from bot.storage.records import Fact, Pair, as_int, text  # noqa: E402
 from bot.storage.triggers import ENTITIES, EXTRACTION  # noqa: E402
 
@@ -346,7 +347,7 @@ def pass2(s: Services, model: StandinModel, rng: random.Random) -> None:
             sid = "SM" + uuid.uuid4().hex
             claim = s.store.claim(user, sid, now=now + turn)
             pair = Pair(user=scripts[user][turn], assistant="x" * 240, ts=now + turn, sid=sid)
-            s.store.commit(user, claim, sid, pair.assistant, pair, now=now + turn)
+            s.store.commit(CommitRecord(user, claim, sid, pair.assistant, pair), now=now + turn)
             extract_then_pass2(s, user, counts, pass2_ms)
     messages = USERS * PER_USER
     by_purpose: dict[str, list[tuple[int, int]]] = {"pass2": [], "extraction": [], "other": []}

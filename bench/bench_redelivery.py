@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.dev.embedded import start_embedded_redis  # noqa: E402
 from bot.storage.connection import make_redis  # noqa: E402
-from bot.storage.context import ContextStore  # noqa: E402
+from bot.storage.context import CommitRecord, ContextStore  # noqa: E402
 from bot.storage.keys import SEEN_PREFIX, user_key  # noqa: E402
 from bot.storage.records import Pair  # noqa: E402
 from bot.storage.redelivery import RedeliveryPolicy  # noqa: E402
@@ -30,7 +30,7 @@ def answer(store: ContextStore, now: float, reply: str) -> None:
     """Claim and commit one message at `now`."""
     sid = "SM" + uuid.uuid4().hex
     claim = store.claim(USER, sid, now=now)
-    store.commit(USER, claim, sid, reply, Pair("q" * 60, reply, now, sid), now=now)
+    store.commit(CommitRecord(USER, claim, sid, reply, Pair("q" * 60, reply, now, sid)), now=now)
 
 
 def main() -> int:

@@ -30,7 +30,7 @@ from bot.config import Settings  # noqa: E402
 from bot.dev.embedded import start_embedded_redis  # noqa: E402
 from bot.memory.rules import merge_facts  # noqa: E402
 from bot.storage.connection import make_redis  # noqa: E402
-from bot.storage.context import ContextStore  # noqa: E402
+from bot.storage.context import CommitRecord, ContextStore  # noqa: E402
 from bot.storage.facts import FactStore  # noqa: E402
 from bot.storage.keys import SEEN_PREFIX, Ttls, user_key, user_keys  # noqa: E402
 from bot.storage.records import Fact, Pair  # noqa: E402
@@ -50,7 +50,7 @@ def converse(store: ContextStore, user: str, rng: random.Random, summary_chars: 
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30)))
         claim = store.claim(user, sid, now=now + turn)
         pair = Pair(user=f"turn {turn}: {text}?", assistant="x" * 400, ts=now + turn, sid=sid)
-        result = store.commit(user, claim, sid, pair.assistant, pair, now=now + turn)
+        result = store.commit(CommitRecord(user, claim, sid, pair.assistant, pair), now=now + turn)
         if SUMMARY in result.due:
             snap = store.snapshot(user)
             store.apply_summary(user, result.due[SUMMARY], snap.epoch, snap.pending[-1].n, "The user " + "s" * (summary_chars - 9))

@@ -1,4 +1,4 @@
-"""Measure task extraction (issue 13): TASK_EXTRACTION=on against off, through the webhook.
+"""Measure task extraction (docs/tasks.md): TASK_EXTRACTION=on against off, through the webhook.
 
 Prints figures; asserts nothing. The app is built twice with `bot.create_app` (on, off) on a
 private embedded Redis and the model stand-in over HTTP, and signed Twilio webhooks are posted
@@ -50,7 +50,7 @@ from bot.dev.standin import CANNED_NOTICE, StandinModel  # noqa: E402
 from bot.dev.standin_tasks import extract_request_task  # noqa: E402
 from bot.memory.entities import Mention, absorb  # noqa: E402
 from bot.memory.entity_extraction import EntityRules  # noqa: E402
-from bot.memory.fence import inert  # noqa: E402
+from bot.llm.fence import inert  # noqa: E402
 from bot.memory.rules import merge_facts  # noqa: E402
 from bot.observability.logs import configure_logging  # noqa: E402
 from bot.services import Services, build_services  # noqa: E402

@@ -1,4 +1,4 @@
-"""`python -m bot …`: the operator and developer commands."""
+"""`whatsapp-bot …`: the operator and developer commands."""
 
 from bot.ops.cli import main
 

@@ -7,33 +7,33 @@ queue and the model client, and puts the message path's steps in order.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import redis
 import structlog
+from redis.cluster import RedisCluster
 
 from bot.config import DEFAULT_PROMPTS_DIR, MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.config.media import HTTP_MARGIN_S
-from bot.conversation.activity import ActivityStep
-from bot.conversation.embed import EmbedStep
-from bot.conversation.handover import HandoverStep
-from bot.conversation.knowledge import VERSION_FIELD, KnowledgeStep
-from bot.conversation.limits import LoadShedStep, RateLimitStep
-from bot.conversation.media import MediaSource, MediaStep
+from bot.config.media import MediaSettings
 from bot.conversation.pipeline import Pipeline, Step
-from bot.conversation.recall import EntityMatchStep
-from bot.conversation.task import TaskStep
-from bot.conversation.actions import CommandStep
-from bot.conversation.steps import (
-    ClaimStep,
-    CommitStep,
-    HandOffStep,
-    JudgeStep,
-    MemoryStep,
-    ModelStep,
-    PromptStep,
-    system_with_knowledge,
-)
+from bot.conversation.steps.activity import ActivityStep
+from bot.conversation.steps.claim import ClaimStep
+from bot.conversation.steps.command import CommandStep
+from bot.conversation.steps.commit import CommitStep
+from bot.conversation.steps.embed import EmbedStep
+from bot.conversation.steps.entities import EntityMatchStep
+from bot.conversation.steps.hand_off import HandOffStep
+from bot.conversation.steps.handover import HandoverStep
+from bot.conversation.steps.judge import JudgeStep
+from bot.conversation.steps.knowledge import VERSION_FIELD, KnowledgeStep
+from bot.conversation.steps.load_shed import LoadShedStep
+from bot.conversation.steps.media import MediaSource, MediaStep
+from bot.conversation.steps.memory import MemoryStep
+from bot.conversation.steps.model import ModelStep
+from bot.conversation.steps.prompt import PromptStep, system_with_knowledge
+from bot.conversation.steps.rate_limit import RateLimitStep
+from bot.conversation.steps.task import TaskStep
 from bot.exceptions import ConfigError
 from bot.jobs.queue import JobQueue
 from bot.knowledge.library import Library
@@ -61,9 +61,13 @@ from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.redelivery import RedeliveryPolicy
 from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SummaryPolicy
 from bot.storage.usage import UsageStore
+from bot.storage.user_index import UserIndex
 from bot.users.data import UserData
 
 log = structlog.get_logger(__name__)
+
+#: What a process is: each builds only what it uses (build_services).
+Role = Literal["web", "worker", "cli"]
 
 #: With the full-history baseline every pair stays "recent".
 FULL_HISTORY_PAIRS = 1_000_000
@@ -97,15 +101,16 @@ class Services:
     prompts: Prompts
     jobs: JobQueue
     users: UserData
-    pipeline: Pipeline
     handover: HandoverStore
     activity: ActivityStore
     knowledge: KnowledgeStore
-    library: Library
-    retriever: Retriever
     embedder: Embedder | None = None  # EMBEDDING_MODEL's client (None: off)
     deferred: DeferredStore | None = None  # the users' deferred messages (docs/deferred.md)
-    deferred_pipeline: Pipeline | None = None  # the same steps, on DEFERRED_TURN_S instead of the webhook's clock
+    # What a role builds besides (build_services): None where the process has no use for it.
+    pipeline: Pipeline | None = None  # the web's message path
+    deferred_pipeline: Pipeline | None = None  # the workers': the same steps, on DEFERRED_TURN_S
+    library: Library | None = None  # adds and removes documents (web and CLI)
+    retriever: Retriever | None = None  # searches them (the message path, previews)
 
 
 def build_steps(
@@ -123,37 +128,51 @@ def build_steps(
     retriever: Retriever | None = None,
     knowledge_rules: Prompt | None = None,
     embedder: Embedder | None = None,
-) -> list[Step]:
-    """Return the steps of the message path, in order (bot/conversation/pipeline.py).
+) -> dict[str, Step | None]:
+    """Return each step of the message path, by name, with its collaborators and its own
+    settings; bot/conversation/pipeline.py puts them in order.
 
-    Without memory (the full-history baseline) there are no facts and no background jobs.
-    Without a media source (the CLI's and the workers' services) attachments get the
-    polite "couldn't download" reply. Without a handover store (users.handover) nobody can
-    take a conversation over; without `activity` nothing is counted for the console.
-    Without a retriever no knowledge base is searched; with one, the claim also reads the
-    knowledge base's version, in its own round trip.
+    Without memory (the full-history baseline) there are no facts, no task step and no
+    background jobs. Without a media source (the CLI's services) attachments get the polite
+    "couldn't download" reply. Without a handover store nobody can take a conversation over;
+    without `activity` nothing is counted for the console. Without a retriever no knowledge
+    base is searched; with one, the claim also reads the knowledge base's version.
     """
     facts = users.facts if with_memory else None
     jobs = users.jobs if with_memory else None
-    return [
-        ClaimStep(users.store, settings, also=(VERSION_FIELD,) if retriever is not None else ()),
-        CommandStep(settings, users, memory_commands=with_memory),
-        RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
-        MediaStep(settings, media_source, transcriber, facts, counter),
-        *([HandoverStep(settings, users, users.handover)] if users.handover is not None else []),
-        EntityMatchStep(matcher if with_memory else None),
-        *([TaskStep(settings, llm, task_prompt)] if task_prompt is not None and with_memory else []),
-        EmbedStep(settings, embedder),
-        KnowledgeStep(retriever),
-        MemoryStep(settings, facts, counter, facts.vectors if facts is not None else None),
-        PromptStep(settings, counter, system_prompt, knowledge_rules if retriever is not None else None),
-        LoadShedStep(settings.MODEL_CONCURRENCY),
-        ModelStep(settings, llm, system_prompt),
-        JudgeStep(settings),
-        CommitStep(users.store),
-        *([ActivityStep(activity)] if activity is not None else []),
-        HandOffStep(users.store, jobs, settings.EXTRACTION_MAX_PAIRS if settings.EXTRACTION_IDLE_S > 0 else 0),
-    ]
+    worst = settings.redis_worst_s
+    return {
+        "claim": ClaimStep(users.store, settings.DEDUP_WAIT_S, worst, also=(VERSION_FIELD,) if retriever else ()),
+        "command": CommandStep(users, memory_commands=with_memory, erase_confirm_s=settings.ERASE_CONFIRM_S,
+                               reset_phrases=settings.RESET_PHRASES, topic_phrases=settings.TOPIC_SHIFT_PHRASES,
+                               operators=settings.operators),
+        "rate-limit": RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
+        "media": MediaStep(settings.slice(MediaSettings), media_source, transcriber, facts, counter,
+                           redis_worst_s=worst, image_room=settings.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS
+                           - settings.MEMORY_MAX_TOKENS, placeholders=settings.MEDIA_PLACEHOLDERS),
+        "handover": HandoverStep(users, users.handover, settings.HANDOVER_NOTICE) if users.handover else None,
+        "entities": EntityMatchStep(matcher if with_memory else None),
+        "task": TaskStep(llm, task_prompt, on=settings.TASK_EXTRACTION == "on", model=settings.task_model,
+                         deadline_s=settings.TASK_DEADLINE_S, check_entities=settings.ENTITY_TASK_CHECK)
+        if task_prompt is not None and with_memory else None,
+        "embed": EmbedStep(embedder, settings.EMBEDDING_DEADLINE_S),
+        "knowledge": KnowledgeStep(retriever),
+        "memory": MemoryStep(facts, counter, facts.vectors if facts is not None else None,
+                             threshold=settings.EXTRACTION_CONFIDENCE, conflict_margin=settings.CONFLICT_MARGIN,
+                             max_tokens=settings.MEMORY_MAX_TOKENS, related_weight=settings.ENTITY_RELATED_WEIGHT),
+        "prompt": PromptStep(counter, system_prompt, knowledge_rules if retriever is not None else None,
+                             unknown_reply=settings.KNOWLEDGE_UNKNOWN_REPLY, max_tokens=settings.MAX_PROMPT_TOKENS,
+                             max_user_tokens=settings.MAX_USER_MESSAGE_TOKENS,
+                             full_history=settings.CONTEXT_STRATEGY == "full_history"),
+        "load-shed": LoadShedStep(settings.MODEL_CONCURRENCY),
+        "model": ModelStep(llm, prompt_ref=system_prompt.ref, max_tokens=settings.REPLY_MAX_TOKENS,
+                           vision_model=settings.vision_model, redis_worst_s=worst),
+        "judge": JudgeStep(settings.MIN_PAIR_CHARS, settings.rephrase_phrases),
+        "commit": CommitStep(users.store),
+        "activity": ActivityStep(activity) if activity is not None else None,
+        "hand-off": HandOffStep(users.store, jobs,
+                                settings.EXTRACTION_MAX_PAIRS if settings.EXTRACTION_IDLE_S > 0 else 0),
+    }
 
 
 def check_frame(system_prompt: Prompt, counter: TokenCounter, knowledge: Prompt | None = None,
@@ -225,15 +244,10 @@ def warn_media_room(settings: Settings) -> None:
                         detail="WEBHOOK_DEADLINE_S keeps room for Redis and the reply; the rest is all media gets")
 
 
-def build_services(
-    settings: Settings, client: redis.Redis | None = None, media_source: MediaSource | None = None
-) -> Services:
-    """Wire Redis, the stores, the queue, the model client and the message path together
-    (media_source: where attachments come from, the channel's; the web app passes it)."""
-    client, queue_client = redis_clients(settings, client)
-    full = settings.CONTEXT_STRATEGY == "full_history"
-    ttls = ttls_from(settings)
-    store = ContextStore(
+def context_store(settings: Settings, client: redis.Redis, ttls: Ttls, full: bool) -> ContextStore:
+    """Return the conversation store, with its users index (bucketed on a cluster)."""
+    index = (UserIndex.for_cluster if isinstance(client, RedisCluster) else UserIndex)(client, keep_s=ttls.context)
+    return ContextStore(
         client,
         recent_pairs=FULL_HISTORY_PAIRS if full else settings.RECENT_PAIRS,
         recent_bytes=NO_BYTE_BOUND if full else settings.RECENT_MAX_BYTES,
@@ -251,7 +265,38 @@ def build_services(
             max_bytes=10**9 if full else settings.PENDING_MAX_BYTES,
             idle_summary=not full and settings.SUMMARY_IDLE_S > 0,
         ),
+        index=index,
     )
+
+
+def load_prompts(settings: Settings) -> Prompts:
+    """Return the prompt files in use, from PROMPTS_DIR."""
+    return Prompts(
+        reply=load_prompt("reply_system", settings.PROMPTS_DIR),
+        summary=load_prompt("summary", settings.PROMPTS_DIR),
+        extraction=load_prompt("extract_facts", settings.PROMPTS_DIR),
+        entities=load_prompt("extract_entities", settings.PROMPTS_DIR),
+        task=load_prompt("extract_task", settings.PROMPTS_DIR),
+        # a PROMPTS_DIR from before the knowledge base has no rules of its own: the shipped ones
+        knowledge=load_prompt("reply_knowledge", settings.PROMPTS_DIR if (settings.PROMPTS_DIR / "reply_knowledge.md")
+                              .is_file() else DEFAULT_PROMPTS_DIR),
+    )
+
+
+def build_services(
+    settings: Settings, client: redis.Redis | None = None, media_source: MediaSource | None = None,
+    role: Role = "web",
+) -> Services:
+    """Wire Redis, the stores, the queue and the model client, and what the process's role
+    uses besides (docs/architecture.md): "web", the message path on the webhook's clock, the
+    knowledge library and retriever; "worker", with deferred replies on, the message path on
+    DEFERRED_TURN_S; "cli", the library and the retriever. media_source: where attachments
+    come from (the channel's)."""
+    client, queue_client = redis_clients(settings, client)
+    full = settings.CONTEXT_STRATEGY == "full_history"
+    ttls = ttls_from(settings)
+    store = context_store(settings, client, ttls, full)
+    index = store.index
     embedder = make_embedder(settings)
     fact_vectors = FactVectors(embedder, CenterStore(client)) if embedder is not None and not full else None
     facts = FactStore(client, facts_ttl_seconds=ttls.facts, session_ttl_seconds=ttls.session, vectors=fact_vectors)
@@ -271,37 +316,40 @@ def build_services(
         deadline_s=MODEL_DEADLINE_S,
     )
     counter = TokenCounter(settings.OPENAI_MODEL)
-    prompts = Prompts(
-        reply=load_prompt("reply_system", settings.PROMPTS_DIR),
-        summary=load_prompt("summary", settings.PROMPTS_DIR),
-        extraction=load_prompt("extract_facts", settings.PROMPTS_DIR),
-        entities=load_prompt("extract_entities", settings.PROMPTS_DIR),
-        task=load_prompt("extract_task", settings.PROMPTS_DIR),
-        # a PROMPTS_DIR from before the knowledge base has no rules of its own: the shipped ones
-        knowledge=load_prompt("reply_knowledge", settings.PROMPTS_DIR if (settings.PROMPTS_DIR / "reply_knowledge.md")
-                              .is_file() else DEFAULT_PROMPTS_DIR),
-    )
+    prompts = load_prompts(settings)
     check_frame(prompts.reply, counter, prompts.knowledge, settings.KNOWLEDGE_UNKNOWN_REPLY)
     entities = EntityStore(client, entity_key, ttl_seconds=ttls.facts)
     activity = ActivityStore(client, keep_days=settings.ACTIVITY_KEEP_DAYS)
     usage = UsageStore(client, ttl_seconds=ttls.facts, activity=activity)
     handover = HandoverStore(client, ttl_seconds=settings.HANDOVER_TTL_HOURS * 3600, log_ttl_seconds=ttls.context)
     deferred = DeferredStore(client, settings.DEFERRED_TURN_S)
-    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred)
-    matcher = EntityMatcher(entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
+    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index)
+    knowledge = KnowledgeStore(client)
+    answers = role == "web" or (role == "worker" and settings.deferred_on)  # runs the message path
+    retriever = Retriever(knowledge, counter, settings, embedder) if answers or role == "cli" else None
+    services = Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users,
+                        handover, activity, knowledge, embedder, deferred, retriever=retriever,
+                        library=Library(knowledge, counter, settings, embedder) if role in ("web", "cli") else None)
+    if answers:
+        pipeline = message_path(services, media_source, full)
+        if role == "web":
+            services.pipeline = pipeline
+        else:
+            services.deferred_pipeline = pipeline.with_deadline(settings.DEFERRED_TURN_S)
+    return services
+
+
+def message_path(s: Services, media_source: MediaSource | None, full: bool) -> Pipeline:
+    """Return the message path on the webhook's clock, with a speech client when media come in."""
+    settings = s.settings
+    matcher = EntityMatcher(s.entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
     # Only what fetches media builds a speech client: the web app, and the workers when replies
-    # are deferred (workers/jobs.py); not the CLI.
+    # are deferred (workers/jobs.py).
     transcriber = make_transcriber(settings) if settings.VOICE and media_source is not None else None
     if media_source is not None:
         warn_media_room(settings)
-    knowledge = KnowledgeStore(client)
-    library = Library(knowledge, counter, settings, embedder)
-    retriever = Retriever(knowledge, counter, settings, embedder)
-    steps = build_steps(settings, users, llm, counter, prompts.reply, with_memory=not full, matcher=matcher,
-                        task_prompt=prompts.task, media_source=media_source, transcriber=transcriber,
-                        activity=activity, retriever=retriever, knowledge_rules=prompts.knowledge, embedder=embedder)
-    pipeline = Pipeline(steps, store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
-    deferred_pipeline = Pipeline(steps, store, deadline_s=settings.DEFERRED_TURN_S)
-    return Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users, pipeline,
-                    handover, activity, knowledge, library, retriever, embedder,
-                    deferred, deferred_pipeline)
+    steps = build_steps(settings, s.users, s.llm, s.counter, s.prompts.reply, with_memory=not full, matcher=matcher,
+                        task_prompt=s.prompts.task, media_source=media_source, transcriber=transcriber,
+                        activity=s.activity, retriever=s.retriever, knowledge_rules=s.prompts.knowledge,
+                        embedder=s.embedder)
+    return Pipeline(steps, s.store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)

@@ -103,3 +103,84 @@ def test_production_code_needs_no_development_tools() -> None:
     )
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Return each module's imports of other bot/workers modules, type-only ones included."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for path in sources():
+        importer = module_name(path)
+        targets = {name if name in modules else name.rsplit(".", 1)[0] for name in imports(path)}
+        graph[importer] = {t for t in targets if t in modules and t != importer}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Return the import cycles (strongly connected groups of two or more modules)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles_not_even_type_only_ones() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_check_would_catch_a_type_only_circle() -> None:
+    graph = import_graph()
+    graph["bot.storage.usage"] = graph["bot.storage.usage"] | {"bot.storage.activity"}
+    graph["bot.storage.activity"] = graph["bot.storage.activity"] | {"bot.storage.usage"}
+    assert ["bot.storage.activity", "bot.storage.usage"] in cycles(graph)
+
+
+#: What the operator surfaces (console, admin API, CLI) reach only through bot/users and bot/jobs.
+OPERATOR_FORBIDDEN = ("bot.storage.keys", "rq")
+
+
+def forbidden_in_ops(path: Path) -> list[str]:
+    """Return the imports of key names or of RQ in one module under bot/ops."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return sorted(n for n in names for f in OPERATOR_FORBIDDEN if n == f or n.startswith(f + "."))
+
+
+def test_operator_surfaces_use_operations_not_keys_or_rq() -> None:
+    ops = sorted((ROOT / "bot" / "ops").rglob("*.py"))
+    assert ops and {str(p.relative_to(ROOT)): forbidden_in_ops(p) for p in ops if forbidden_in_ops(p)} == {}
+
+
+def test_the_operator_rule_would_catch_a_raw_key_or_rq(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from bot.storage.keys import CONTEXT_PREFIX\nfrom rq.job import Job\nimport redis\n")
+    assert forbidden_in_ops(bad) == ["bot.storage.keys", "rq.job"]

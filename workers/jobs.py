@@ -40,7 +40,8 @@ def services() -> Services:
     replies on, the workers fetch and transcribe media as the webhook would."""
     settings = load_settings()
     configure_logging(settings.LOG_LEVEL, settings.log_json)
-    return build_services(settings, media_source=make_media_fetcher(settings) if settings.deferred_on else None)
+    return build_services(settings, media_source=make_media_fetcher(settings) if settings.deferred_on else None,
+                          role="worker")
 
 
 @lru_cache(maxsize=1)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from dotenv import dotenv_values
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.config.console import ConsoleSettings
@@ -19,6 +19,7 @@ from bot.config.knowledge import KnowledgeSettings
 from bot.config.media import MediaSettings
 from bot.config.tasks import TaskSettings
 from bot.exceptions import ConfigError
+Area = TypeVar("Area", bound=BaseModel)
 
 #: The longest one model call may take, retries included (settings are checked against it);
 #: inside a webhook it gets less when less is left of WEBHOOK_DEADLINE_S.
@@ -31,7 +32,7 @@ E164 = re.compile(f"^{E164_PATTERN}$")
 #: Room kept in every prompt for the system prompt and message framing.
 PROMPT_FRAME_TOKENS = 200
 
-#: Phrases that mark a reply as a non-answer (design note 1). Lower case; matched as substrings.
+#: Phrases that mark a reply as a non-answer (docs/conversation.md). Lower case; matched as substrings.
 DEFAULT_REPHRASE_PHRASES = (
     "please rephrase",
     "could you rephrase",
@@ -116,7 +117,7 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
     # every model attempt) fits in this; Twilio gives up at 15 s.
     WEBHOOK_DEADLINE_S: float = Field(default=14.0, ge=3.0, le=14.5)
 
-    # --- conversation context (design note 1) --------------------------------------
+    # --- conversation context (docs/conversation.md) --------------------------------------
     RECENT_PAIRS: int = Field(default=5, ge=1, le=50)
     # ...and no more than this many bytes of them (stored JSON; the newest pair always stays).
     # Older pairs leave for the summary: next to the system prompt, the memory block and the
@@ -159,7 +160,7 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
     # Messages starting with one of these compress the old topic into the summary at once.
     TOPIC_SHIFT_PHRASES: str = "new topic,change of subject"
 
-    # --- durable facts (design notes 2 and 5) ---------------------------------------------
+    # --- durable facts (docs/memory.md) ---------------------------------------------
     # Extract facts after every this many valid pairs (0 turns extraction off).
     EXTRACTION_INTERVAL: int = Field(default=1, ge=0, le=100)
     # Coalesced: at most one extraction in flight per user, run once the user has paused this
@@ -169,7 +170,7 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
     EXTRACTION_MAX_PAIRS: int = Field(default=8, ge=1, le=20)
     # A cheaper model may do; defaults to OPENAI_MODEL.
     EXTRACTION_MODEL: str | None = None
-    # Facts below this confidence are neither stored nor injected (design note 2: 0.7).
+    # Facts below this confidence are neither stored nor injected (docs/memory.md: 0.7).
     EXTRACTION_CONFIDENCE: float = Field(default=0.7, ge=0, le=1)
     MAX_FACTS_PER_USER: int = Field(default=50, ge=1, le=500)
     # Rival values this close in confidence are shown flagged as a conflict.
@@ -312,6 +313,10 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
         """Return the API key; a server reached through OPENAI_BASE_URL may need none, but the
         openai client wants a value, which such a server ignores."""
         return self.OPENAI_API_KEY or "not-needed"
+
+    def slice(self, area: type[Area]) -> Area:
+        """Return one area's settings alone (bot/config/<area>.py), for a part that needs no more."""
+        return area.model_construct(**{name: getattr(self, name) for name in area.model_fields})
 
     def missing(self, *needs: str) -> list[str]:
         """Return what `needs` (names of NEEDS) lacks in these settings, one line each."""

@@ -1,4 +1,4 @@
-"""Settings of the operator console and of human handover (issue 20), mixed into Settings."""
+"""Settings of the operator console and of human handover (docs/console.md), mixed into Settings."""
 
 from __future__ import annotations
 

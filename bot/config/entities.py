@@ -1,4 +1,4 @@
-"""Settings of pass 2 of extraction and entity matching (design note 3), mixed into Settings."""
+"""Settings of pass 2 of extraction and entity matching (docs/entities.md), mixed into Settings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settings of the knowledge base (issue 21), mixed into Settings."""
+"""Settings of the knowledge base (docs/knowledge.md), mixed into Settings."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class KnowledgeSettings(BaseModel):
     KNOWLEDGE_MAX_TOKENS: int = Field(default=250, ge=50, le=2000)
     # How much of the question a chunk must cover to be injected: its BM25 score over the
     # score of a chunk holding each of the question's words once (0..1, past 1 for chunks
-    # that repeat them). Tuned on `python -m bot eval knowledge`.
+    # that repeat them). Tuned on `whatsapp-bot eval knowledge`.
     KNOWLEDGE_MIN_SCORE: float = Field(default=0.40, ge=0.0, le=5.0)
     # What the model says when the documents do not cover a question about the business;
     # point to a person here ("…write HUMAN to talk to our team").
@@ -55,7 +55,7 @@ class KnowledgeSettings(BaseModel):
     # meaning is injected when its cosine with the question stands this far above the
     # question's mean cosine with passages about nothing the business does (the anchors). e5 scores any
     # two texts 0.75-0.9, so a raw threshold cannot tell a joke from a question; the margin can.
-    # Tuned on the tuning half of `python -m bot eval knowledge`.
+    # Tuned on the tuning half of `whatsapp-bot eval knowledge`.
     KNOWLEDGE_MIN_MARGIN: float = Field(default=0.09, ge=0.0, le=1.0)
 
     @field_validator("KNOWLEDGE_LANGUAGE", mode="before")

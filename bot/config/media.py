@@ -1,4 +1,4 @@
-"""Settings of voice notes, photos and shared locations (issue 19), mixed into Settings."""
+"""Settings of voice notes, photos and shared locations (docs/media.md), mixed into Settings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settings of task extraction (design note 4) and of cost accounting, mixed into Settings."""
+"""Settings of task extraction (docs/tasks.md) and of cost accounting, mixed into Settings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which exchanges count as context (design note 1): only complete, real answers."""
+"""Which exchanges count as context (docs/conversation.md): only complete, real answers."""
 
 from __future__ import annotations
 

@@ -8,6 +8,13 @@ from bot.conversation import filtering
 from bot.media.location import Location
 
 
+#: The stored pair's user side of a voice note starts with this, so inspect, export and the
+#: summary know it was spoken.
+SPOKEN_MARK = "🎤 "
+#: ...and a photo's is "[Photo] caption".
+PHOTO_MARK = "[Photo]"
+
+
 @dataclass(frozen=True)
 class MediaItem:
     """One attachment: its content type, and a reference only the channel can fetch."""

@@ -1,133 +1,72 @@
 """The message path: one handler runs each inbound message through named steps, in order.
 
-    claim -> command -> rate-limit -> media -> handover -> entities -> task -> embed
-    -> knowledge -> memory -> prompt -> load-shed -> model -> judge -> commit -> activity
-    -> hand-off
-
-Each step (bot/conversation/steps.py) reads and writes one `Turn`. A step that settles the
-reply (a command, a message with no text, a handover, the judge) makes the answering steps
-after it stand aside; `commit`, `activity` and `hand-off` still run, because they record what
-happened. A
-duplicate or a message still in flight stops the turn at `claim`.
-
-Where a new step goes: one more entry in `build_steps`, reading and writing fields of the
-Turn (as `entities` does for `memory`, and `task` for `memory` and `prompt`).
+`ORDER` is the one list of the steps (docs/architecture.md is checked against it). Each step
+lives in bot/conversation/steps/<name>.py, reads and writes the records of one `Turn`
+(bot/conversation/turn.py), and declares which. A step that settles the reply (a command, a
+message with no text, a handover, the judge) makes the answering steps after it stand aside;
+the recording steps (commit, activity, hand-off) still run. A duplicate or a message still in
+flight stops the turn at `claim`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import Mapping, Protocol
 
-from bot.conversation import filtering
 from bot.conversation.messages import InboundMessage, Outcome
-from bot.conversation.prompt import BuiltPrompt
+from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
-from bot.llm.client import Completion
-from bot.memory.matching import EntityMatch
-from bot.storage.entities import Entity
-from bot.storage.context import Claim, CommitResult, Context, ContextStore, Memory
-from bot.storage.records import Pair
+from bot.storage.context import ContextStore
 
-if TYPE_CHECKING:  # the task step's module imports Turn from here
-    from bot.conversation.task import ExtractedTask
-    from bot.knowledge.reference import Reference
-    from bot.llm.embeddings import MessageVector
-    from bot.llm.transcription import Transcript
-    from bot.media.images import PreparedImage
-
-
-@dataclass
-class Turn:
-    """One message on its way through the steps, and everything they found out."""
-
-    msg: InboundMessage
-    deadline: float = float("inf")  # time.monotonic() by which the reply must be ready
-    claim_token: str | None = None  # the caller's own claim token (a deferred message's: docs/deferred.md)
-    claim: Claim | None = None  # None: Redis was unreachable, so answer without memory, store nothing
-    context: Context = field(default_factory=Context)
-    read_along: dict[tuple[str, str], Any] = field(default_factory=dict)  # hash fields read with the claim
-    text: str | None = None  # what enters the prompt (a voice note's transcript, a photo's caption)
-    stored_text: str | None = None  # the pair's user side when it differs: "🎤 transcript", "[Photo] caption"
-    image: PreparedImage | None = None  # a photo for the reply call
-    transcript: Transcript | None = None  # a voice note's transcription, for usage accounting
-    reply_prefix: str = ""  # goes before the reply sent (what was heard), never into the stored pair
-    topic_shift: bool = False
-    entity_matches: list[EntityMatch] = field(default_factory=list)  # known entities the message names
-    entities: dict[str, Entity] = field(default_factory=dict)  # the user's entities, by key
-    task: ExtractedTask | None = None  # the resolved task (task extraction); None: full context
-    task_completion: Completion | None = None  # the task call, for usage accounting
-    vector: MessageVector | None = None  # the message's (or task's) embedding, shared by knowledge and memory
-    reference: Reference | None = None  # the knowledge base's chunks for this message (never stored)
-    knowledge_rules: bool = False  # the knowledge base holds documents: the prompt says how to use them
-    reference_trace: str | None = None  # what the knowledge step found, as ids and scores, kept for inspect
-    prompt_tokens_saved: int = 0  # left out of the reply prompt because the task did not need it
-    memory_block: str = ""
-    prompt: BuiltPrompt | None = None
-    completion: Completion | None = None  # None after a model failure
-    pair: Pair | None = None  # the valid exchange to store
-    reply: str | None = None  # set once the reply is settled
-    status: str = "answered"  # answered, duplicate, inflight, degraded, command, handover
-    reason: str = filtering.REASON_OK
-    touch_context: bool = True  # False right after an erase: store nothing
-    commit: CommitResult | None = None
-    stopped: bool = False  # nothing more to do, not even recording (a duplicate, one in flight)
-    finally_: list[Callable[[], None]] = field(default_factory=list)  # run when the turn ends, always
-
-    def remaining(self) -> float:
-        """Return the seconds left before the deadline."""
-        return self.deadline - time.monotonic()
-
-    @property
-    def memory(self) -> Memory:
-        """The user's stored facts and memory settings, as the claim loaded them."""
-        return self.claim.memory if self.claim is not None else Memory()
-
-    def settle(self, reply: str, reason: str | None = None, status: str | None = None) -> None:
-        """Fix the reply; the answering steps after this one stand aside."""
-        self.reply = reply
-        if reason is not None:
-            self.reason = reason
-        if status is not None:
-            self.status = status
-
-    def final_reply(self) -> str:
-        """Return the reply as sent: the settled one, after what was heard (if anything)."""
-        reply = self.reply or ""
-        return f"{self.reply_prefix}{reply}" if reply and self.reply_prefix else reply
-
-    def outcome(self) -> Outcome:
-        """Return what the channel answers and logs."""
-        commit = self.commit
-        return Outcome(
-            reply=self.final_reply(),
-            status=self.status,
-            reason=self.reason,
-            stored=commit.pair_stored if commit else False,
-            count_since_summary=commit.count_since_summary if commit else None,
-            model_s=self.completion.duration_s if self.completion else 0.0,
-            prompt_tokens=self.prompt.tokens if self.prompt else 0,
-            seq=commit.seq if commit else None,
-        )
+#: The steps, in the order they run. A deployment may leave out the optional ones (see
+#: OPTIONAL); the rest always run.
+ORDER: tuple[str, ...] = (
+    "claim", "command", "rate-limit", "media", "handover", "entities", "task", "embed", "knowledge",
+    "memory", "prompt", "load-shed", "model", "judge", "commit", "activity", "hand-off",
+)
+#: Steps a process may run without: handover (no store), task (the full-history baseline),
+#: activity (no console counts).
+OPTIONAL = frozenset({"handover", "task", "activity"})
 
 
 class Step(Protocol):
     """One named stage of the message path."""
 
     name: str
-    #: True for steps that record the turn (commit, hand-off): they run after the reply is settled.
+    #: True for steps that record the turn (commit, activity, hand-off): they run after the reply is settled.
     records: bool
+    #: The Turn fields read and written, as "record.field" (bot/conversation/turn.py).
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
 
     def __call__(self, turn: Turn) -> None:
         """Do this step's part of the turn."""
 
 
+def in_order(steps: Mapping[str, Step | None]) -> list[Step]:
+    """Return the given steps in ORDER; raise ValueError for an unknown name, a step built
+    under another name, or a missing step that is not optional."""
+    unknown = set(steps) - set(ORDER)
+    if unknown:
+        raise ValueError(f"unknown steps: {sorted(unknown)}")
+    ordered = []
+    for name in ORDER:
+        step = steps.get(name)
+        if step is None:
+            if name not in OPTIONAL:
+                raise ValueError(f"the message path needs the {name!r} step")
+            continue
+        if step.name != name:
+            raise ValueError(f"{name!r} was given the {step.name!r} step")
+        ordered.append(step)
+    return ordered
+
+
 class Pipeline:
     """Answer messages exactly once, from compact context, through the steps in order."""
 
-    def __init__(self, steps: Sequence[Step], store: ContextStore, deadline_s: float = float("inf")) -> None:
-        self.steps = tuple(steps)
+    def __init__(self, steps: Mapping[str, Step | None], store: ContextStore, deadline_s: float = float("inf")) -> None:
+        self.steps = tuple(in_order(steps))
         self.store = store
         self.deadline_s = deadline_s  # every step together, claim to hand-off
 
@@ -135,6 +74,10 @@ class Pipeline:
     def step_names(self) -> tuple[str, ...]:
         """Return the names of the steps, in the order they run."""
         return tuple(step.name for step in self.steps)
+
+    def with_deadline(self, deadline_s: float) -> Pipeline:
+        """Return the same steps on another clock (deferred replies: docs/deferred.md)."""
+        return Pipeline({step.name: step for step in self.steps}, self.store, deadline_s)
 
     def handle(self, msg: InboundMessage, claim_token: str | None = None) -> Outcome:
         """Answer one inbound message and record it. With `claim_token`, the claim is taken
@@ -145,14 +88,14 @@ class Pipeline:
             for step in self.steps:
                 if turn.stopped:
                     break
-                if turn.reply is not None and not step.records:
+                if turn.answer.reply is not None and not step.records:
                     continue
                 step(turn)
         except BaseException:
             # Unexpected failure: forget the claim so a redelivery can try again.
-            if turn.claim is not None:
+            if turn.stored.claim is not None:
                 try:
-                    self.store.release(msg.user, turn.claim, msg.sid)
+                    self.store.release(msg.user, turn.stored.claim, msg.sid)
                 except StoreUnavailable:
                     pass
             raise

@@ -1,4 +1,4 @@
-"""Rolling summaries: fold the pending pairs into the summary (design note 1)."""
+"""Rolling summaries: fold the pending pairs into the summary (docs/conversation.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The task step (design note 4): compress the message, with the conversation, into one
+"""Task extraction (docs/tasks.md): compress the message, with the conversation, into one
 resolved task, and say whether answering it needs the history and the user's memory.
 
-Runs before `memory` when TASK_EXTRACTION=on, unless the user turned it off (`/task:off`).
-One call on TASK_MODEL (prompts/extract_task.md, Structured Outputs, a lenient parse);
+The task step (bot/conversation/steps/task.py) runs before `memory` when TASK_EXTRACTION=on,
+unless the user turned it off (`/task:off`). One call on TASK_MODEL (prompts/extract_task.md, Structured Outputs, a lenient parse);
 network errors, timeouts, 429 and 5xx are tried 3 times with exponential backoff, all
 inside TASK_DEADLINE_S; an answer that does not fit the schema is not retried. Any failure
 is the bypass: no task, the full context, both flags true. The steps after it read its flags:
@@ -18,12 +18,10 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
-from bot.config import Settings
-from bot.conversation.pipeline import Turn
 from bot.exceptions import LLMUnavailable
 from bot.llm.client import Completion, LLMClient
 from bot.llm.prompts import Prompt
-from bot.memory.fence import inert
+from bot.llm.fence import inert
 from bot.memory.matching import EntityMatch
 from bot.memory.names import entity_key, normalize_name
 from bot.memory.schema import json_candidates
@@ -118,13 +116,6 @@ def render_task_request(
     return "\n".join(lines)
 
 
-def turn_request(turn: Turn, text: str) -> str:
-    """Return the task request of a turn."""
-    keys = sorted({*decode_facts(turn.memory.facts), *decode_facts(turn.memory.session_facts)})
-    names = [f"{e.name} ({e.type})" for e in turn.entities.values()]
-    return render_task_request(text, turn.context.summary, turn.context.recent, keys, names)
-
-
 def ask_for_task(llm: LLMClient, prompt: Prompt, request: str, *, model: str, deadline_s: float) -> Completion:
     """Ask the task model; 3 attempts on network errors, timeouts, 429 and 5xx, all within
     deadline_s; raise LLMUnavailable."""
@@ -177,50 +168,3 @@ def with_task_entities(
     if check:
         matches, dropped = checked_by_task(task, matches, entities)
     return [*matches, *model_matches(task, matches, entities)], dropped
-
-
-class TaskStep:
-    """Resolve the message into a task, and say what context answering it needs."""
-
-    name = "task"
-    records = False
-
-    def __init__(self, settings: Settings, llm: LLMClient, prompt: Prompt) -> None:
-        self.settings = settings
-        self.llm = llm
-        self.prompt = prompt
-
-    def __call__(self, turn: Turn) -> None:
-        if self.settings.TASK_EXTRACTION != "on" or turn.claim is None or turn.text is None:
-            return
-        if turn.memory.task_off:
-            TASKS.labels(result="bypassed").inc()
-            return
-        budget = min(self.settings.TASK_DEADLINE_S, turn.remaining() - REPLY_RESERVE_S)
-        try:
-            completion = ask_for_task(self.llm, self.prompt, turn_request(turn, turn.text),
-                                      model=self.settings.task_model, deadline_s=budget)
-        except LLMUnavailable as err:  # the bypass: full context, both flags true
-            TASKS.labels(result="failed").inc()
-            log.warning("task.failed", error=str(err)[:200])
-            return
-        turn.task_completion = completion
-        task = parse_task(completion.text)
-        if task is None:  # not retried: the same request would get the same answer
-            TASKS.labels(result="invalid").inc()
-            log.warning("task.invalid")
-            return
-        turn.task = task
-        turn.entity_matches, dropped = with_task_entities(
-            task, turn.entity_matches, turn.entities, self.settings.ENTITY_TASK_CHECK)
-        if dropped:  # types and levels only: the names are the user's
-            log.info("entities.dropped_by_task", matches=[f"{m.type}:{m.strategy}" for m in dropped])
-        TASKS.labels(result="extracted").inc()
-        turn.finally_.append(lambda: log.info(
-            "task.extracted",
-            depends_on_chat_history=task.depends_on_chat_history,
-            depends_on_user_memory=task.depends_on_user_memory,
-            entities=len(task.entities or []),
-            prompt_tokens_saved=turn.prompt_tokens_saved,
-            task_tokens=completion.prompt_tokens + completion.completion_tokens,
-        ))

@@ -1,5 +1,5 @@
-"""`python -m bot eval entities`: measure entity consolidation, matching and retrieval
-(design note 3, phase 4) on a labelled set of users (eval_data/entities.json).
+"""`whatsapp-bot eval entities`: measure entity consolidation, matching and retrieval
+(docs/entities.md) on a labelled set of users (eval_data/entities.json).
 
 Deterministic part, no model (entities given), run in CI against the note's targets:
 - duplicate_rate: the raw mentions of each user (variants a model returns over several
@@ -41,7 +41,7 @@ from bot.storage.records import Fact
 #: The task call's deadline in the eval: a slow endpoint is measured, not bypassed.
 EVAL_TASK_DEADLINE_S = 30.0
 DEFAULT_ENTITY_DATA = Path(__file__).parent / "eval_data" / "entities.json"
-#: The design note's targets, as the report checks them.
+#: The targets (docs/entities.md), as the report checks them.
 TARGETS = {"match_recall": 0.90, "retrieval_coverage": 0.80, "irrelevant_share": 0.20, "duplicate_rate": 0.05,
            "near_miss_false_matches": 0}
 

@@ -1,14 +1,14 @@
-"""`python -m bot eval`: measure fact extraction on a labelled set of conversations.
+"""`whatsapp-bot eval`: measure fact extraction on a labelled set of conversations.
 
 Each conversation is replayed turn by turn through the production path (the extraction
 prompt, Structured Outputs, the lenient parser, the storage rules) on a private embedded
 Redis, then the stored facts are compared with the labels:
 
 - precision: stored facts that match a labelled fact / stored facts;
-- recall: labelled facts found / labelled facts (design note 2's target: 85 %);
+- recall: labelled facts found / labelled facts (docs/memory.md: the target is 85 %);
 - false-positive rate: conversations with nothing to remember (jokes, negations,
   hypotheticals, other people, questions) where anything was stored, plus any stored
-  fact that mentions a forbidden word (design note 2: under 10 % incorrect);
+  fact that mentions a forbidden word (docs/memory.md: under 10 % incorrect);
 - update correctness: updates (moving city…) whose final value is the new one.
 """
 

@@ -1,4 +1,4 @@
-"""`python -m bot eval knowledge`: retrieval measured on labelled sets (eval_data/knowledge/).
+"""`whatsapp-bot eval knowledge`: retrieval measured on labelled sets (eval_data/knowledge/).
 
 A fictional business's documents go through the production path (extract, chunk, embed,
 store in a private embedded Redis, build the index) and every question is searched as a

@@ -1,4 +1,4 @@
-"""`python -m bot eval memory`: which facts reach the memory block, on a labelled set
+"""`whatsapp-bot eval memory`: which facts reach the memory block, on a labelled set
 (eval_data/memory.json, MEMORY.md).
 
 Twelve users with 30-50 facts each write messages in Portuguese, Spanish or English that

@@ -8,7 +8,7 @@
 - No TWILIO_AUTH_TOKEN: a development token; real Twilio requests will be refused (403).
 
 What is in use is printed as one block. What the CLI needs to reach this bot (REDIS_URL, the
-model server, PORT, the development token) is written to .run/dev.env for `python -m bot`.
+model server, PORT, the development token) is written to .run/dev.env for `whatsapp-bot`.
 Ctrl-C or SIGTERM, also under a pipe (`make run | tee log`), stops everything this started:
 web, worker, stand-in and Redis; then one goodbye line and exit code 0.
 """
@@ -210,7 +210,7 @@ def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) ->
         f"  media    {media}",
         f"  replies  {replies}",
         f"  webhook  http://127.0.0.1:{port}/whatsapp  (public: {public})",
-        "  chat     .venv/bin/python -m bot chat        stop: Ctrl-C",
+        "  chat     .venv/bin/whatsapp-bot chat        stop: Ctrl-C",
         "=" * 72,
     ]
 

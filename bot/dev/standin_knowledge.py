@@ -15,7 +15,7 @@ import re
 import unicodedata
 from typing import Any
 
-from bot.memory.fence import REFERENCE_HEADER
+from bot.llm.fence import REFERENCE_HEADER
 
 DIMENSIONS = 256
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -108,7 +108,7 @@ def _value(raw: str) -> str:
 
 
 def _unquote(value: str) -> str:
-    """A text as the app writes it: a JSON string literal (bot/memory/fence.py inert), decoded."""
+    """A text as the app writes it: a JSON string literal (bot/llm/fence.py inert), decoded."""
     value = value.strip()
     if len(value) >= 2 and value[0] == value[-1] == '"':
         try:

@@ -1,4 +1,4 @@
-"""`python -m bot eval tasks`: measure task extraction (design note 4) on labelled dialogues
+"""`whatsapp-bot eval tasks`: measure task extraction (docs/tasks.md) on labelled dialogues
 (eval_data/tasks.json) against any OpenAI-compatible endpoint (in CI, the stand-in).
 
 Each dialogue goes through the production request (bot/conversation/task.py: the prompt,

@@ -21,7 +21,8 @@ from typing import Any
 from bot.config.knowledge import AGREE_MARGIN, AGREE_SCORE, HYBRID_MIN_SCORE
 from bot.knowledge.index import Hit
 from bot.llm.tokens import TokenCounter
-from bot.memory.fence import REFERENCE_HEADER, fenced, inert
+from bot.llm.fence import REFERENCE_HEADER, fenced, inert
+from bot.llm.sections import Section
 
 REFERENCE_FENCE = "REFERENCE_DATA"
 REFERENCE_PREAMBLE = (
@@ -189,3 +190,15 @@ def shrink(reference: Reference, counter: TokenCounter, max_tokens: int) -> Refe
     limits = Limits(max_tokens, min_score=none, min_margin=none, top_k=len(hits), hybrid_min_score=none,
                     agree_margin=none, agree_score=none)
     return build_reference(reference.query, reference.version, hits, counter, limits, reference.embedded)
+
+
+def reference_section(reference: Reference, counter: TokenCounter) -> Section:
+    """Return the reference as a prompt section (bot/llm/sections.py) that gives way by being
+    re-picked within the room left, and goes when no chunk fits."""
+
+    def smaller(room: int) -> Section | None:
+        picked = shrink(reference, counter, room - 2)
+        return reference_section(picked, counter) if picked.hit else None
+
+    return Section("reference", ({"role": "system", "content": reference.block},), reference.tokens, smaller,
+                   value=reference)

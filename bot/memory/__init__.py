@@ -1,1 +1,1 @@
-"""Memory (design notes 2 and 5): fact rules, extraction, and selection into the prompt."""
+"""Memory (docs/memory.md): fact rules, extraction, and selection into the prompt."""

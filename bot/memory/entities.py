@@ -1,4 +1,4 @@
-"""A user's named entities (design note 3): what they are, and how a new mention joins them.
+"""A user's named entities (docs/entities.md): what they are, and how a new mention joins them.
 
 Each entity is a canonical name and type, with the aliases the user uses, the facts that
 mention it (MENTIONS) and the entities it shares facts with (RELATED, weighted). Pass 2 of
@@ -25,7 +25,7 @@ from bot.memory.lexicon import TITLES
 from bot.memory.names import comparable, entity_key, initials
 from bot.storage.entities import Entity, relate
 
-#: Pass 2's types: the design note's, and what WhatsApp users talk about (PET, PRODUCT, EVENT).
+#: Pass 2's types: person, place, organization, and what WhatsApp users talk about (PET, PRODUCT, EVENT).
 ENTITY_TYPES = (
     "PERSON", "PET", "PLACE", "ORG", "PRODUCT", "PROJECT", "EVENT", "SYSTEM", "TOOL", "SKILL", "FILE", "CONCEPT",
 )

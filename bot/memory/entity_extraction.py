@@ -1,4 +1,4 @@
-"""Pass 2 of extraction (design note 3): the named entities inside the user's facts.
+"""Pass 2 of extraction (docs/entities.md): the named entities inside the user's facts.
 
 `extract_entities(text)` is the one reusable call (the prompt prompts/extract_entities.md,
 Structured Outputs, the same lenient parser as facts). `read_entities` runs it in the
@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from bot.llm.client import Completion, LLMClient
 from bot.llm.prompts import Prompt
 from bot.memory.entities import ENTITY_TYPES, AbsorbStats, Mention, absorb
-from bot.memory.fence import inert
+from bot.llm.fence import inert
 from bot.memory.names import comparable
 from bot.memory.schema import valid_items
 from bot.storage.entities import Entity, EntityState, EntityStore, fact_hash

@@ -1,4 +1,4 @@
-"""Fact extraction (design note 2): ask the extraction model for facts in the latest turns
+"""Fact extraction (docs/memory.md): ask the extraction model for facts in the latest turns
 and merge them into the user's memory with the storage rules of bot/memory/rules.py."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import structlog
 
 from bot.llm.client import Completion, LLMClient
 from bot.llm.prompts import Prompt
-from bot.memory.fence import inert
+from bot.llm.fence import inert
 from bot.memory.rules import FactRules, MergeStats, merge_facts
 from bot.memory.schema import EXTRACTION_SCHEMA, fact_from_extracted, parse_extraction
 from bot.storage.context import ContextStore

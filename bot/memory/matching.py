@@ -1,4 +1,4 @@
-"""Message-time entity matching (design note 3), with no model call: which of the user's
+"""Message-time entity matching (docs/entities.md), with no model call: which of the user's
 known entities does this message name?
 
 Runs of 1..4 words of the message are compared with every name and alias, in three levels;

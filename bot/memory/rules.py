@@ -1,4 +1,4 @@
-"""Durable user facts (design notes 2 and 5): key normalization and the storage rules
+"""Durable user facts (docs/memory.md): key normalization and the storage rules
 (threshold, conflicts, deduplication, list-valued keys, pruning).
 
 Everything here is pure: it takes facts and candidates and returns what to write.

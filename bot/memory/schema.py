@@ -92,7 +92,7 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 
 def json_candidates(text: str) -> Iterator[str]:
     """Yield the places a model answer may hold its JSON: the whole text (strict) first; then,
-    as the design note describes, leniently: each code fence's body, the outermost {...} or [...]."""
+    as docs/memory.md describes, leniently: each code fence's body, the outermost {...} or [...]."""
     yield text
     yield from (m.group(1) for m in _FENCE.finditer(text))
     outermost = _outermost(text)

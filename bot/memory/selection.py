@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.llm.tokens import TokenCounter
-from bot.memory.fence import MEMORY_HEADER, fenced, inert
+from bot.llm.fence import MEMORY_HEADER, fenced, inert
 from bot.memory.matching import EntityMatch
 from bot.storage.entities import Entity
 from bot.storage.records import Fact
@@ -60,7 +60,7 @@ ALWAYS_RELEVANT = frozenset({"identity", "health"})
 TIER_ENTITY, TIER_RELATED, TIER_ALWAYS, TIER_MEANING, TIER_CATEGORY, TIER_REST = range(6)
 #: A fact this similar to the message (bot/memory/vectors.py's score) is relevant by
 #: meaning; below, it still fills the block in order of similarity. The lower quartile of
-#: the labelled facts' scores on the tuning half of `python -m bot eval memory`.
+#: the labelled facts' scores on the tuning half of `whatsapp-bot eval memory`.
 MEANING_MIN = 0.15
 
 

@@ -56,7 +56,7 @@ CATEGORY_GUIDES = {
                 "horarios, citas, planes",
 }
 #: How much a message's closeness to a fact's category adds to the fact's own similarity.
-#: Tuned on the tuning half of `python -m bot eval memory`: labelled facts in the block
+#: Tuned on the tuning half of `whatsapp-bot eval memory`: labelled facts in the block
 #: 46.2 % with the fact alone (0), 50.0 % with 0.5, 0.75 or 1.0; 0.5 served the most
 #: messages whole.
 GUIDE_WEIGHT = 0.5

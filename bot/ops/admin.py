@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import hmac
-
 import structlog
-from flask import Blueprint, abort, current_app, jsonify, request
+from flask import Blueprint, abort, jsonify, request
 from flask.typing import ResponseReturnValue
 
-from bot.config import E164
-from bot.exceptions import StoreUnavailable
 from bot.memory.rules import normalize_key
 from bot.observability.logs import mask_phone
-from bot.services import Services
+from bot.ops.api import guard, json_body, json_flag, services, user_param
 from bot.users import memory as operations
 from bot.users.handover import hand_back, take_over
 from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out, set_task_extraction
@@ -22,56 +18,15 @@ from bot.users.reports import entity_report, export_user, handover_report
 log = structlog.get_logger(__name__)
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
-
-
-@bp.before_request
-def require_token() -> ResponseReturnValue | None:
-    """404 when no ADMIN_TOKEN is configured; 401 unless the bearer token matches."""
-    token = current_app.config["BOT_SETTINGS"].ADMIN_TOKEN
-    if not token:
-        abort(404)
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-        rule = request.url_rule.rule if request.url_rule else "unknown"
-        log.warning("admin.unauthorized", route=rule)  # the route, not the path: no numbers
-        return jsonify(error="unauthorized"), 401, {"WWW-Authenticate": "Bearer"}
-    return None
-
-
-def _user(e164: str) -> str:
-    if not E164.match(e164):
-        abort(400, description="user must be +E164, e.g. +14155550100")
-    return e164
+guard(bp)
 
 
 @bp.post("/users/<e164>/reset")
 def reset_user(e164: str) -> ResponseReturnValue:
     """Clear one user's conversation (not their facts)."""
-    user = _user(e164)
-    try:
-        existed = reset_conversation(_services().users, user, "admin_api", via="admin_api")
-    except StoreUnavailable:
-        return jsonify(error="redis unavailable"), 503
+    user = user_param(e164)
+    existed = reset_conversation(services().users, user, "admin_api", via="admin_api")
     return jsonify(user=user, reset=True, existed=existed)
-
-
-def _services() -> Services:
-    return current_app.extensions["bot.services"]  # type: ignore[no-any-return]
-
-
-def _json_body() -> dict:  # type: ignore[type-arg]
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        abort(400, description="expected a JSON object body")
-    return data
-
-
-def _json_flag(name: str) -> bool:
-    """Return the true-or-false field `name` of the JSON body; 400 when it is anything else."""
-    value = _json_body().get(name)
-    if not isinstance(value, bool):
-        abort(400, description=f"{name} must be true or false")
-    return value
 
 
 @bp.errorhandler(OperationError)
@@ -80,32 +35,20 @@ def operation_error(err: OperationError) -> ResponseReturnValue:
     return jsonify(error=str(err)), 400
 
 
-@bp.errorhandler(StoreUnavailable)
-def store_unavailable(_err: StoreUnavailable) -> ResponseReturnValue:
-    """Redis is down: say so, don't crash."""
-    return jsonify(error="redis unavailable"), 503
-
-
-@bp.errorhandler(400)
-def bad_request(err) -> ResponseReturnValue:  # type: ignore[no-untyped-def]
-    """Answer 400s as JSON."""
-    return jsonify(error=getattr(err, "description", "bad request")), 400
-
-
 @bp.get("/users/<e164>/facts")
 def list_facts(e164: str) -> ResponseReturnValue:
     """Return the user's facts (user and session scope), settings and counters."""
-    return jsonify(operations.memory_report(_services().users, _user(e164)))
+    return jsonify(operations.memory_report(services().users, user_param(e164)))
 
 
 @bp.put("/users/<e164>/facts/<key>")
 def put_fact(e164: str, key: str) -> ResponseReturnValue:
     """Create or replace a fact as an operator: {"value": …, "category"?, "importance"?, "scope"?}."""
-    body = _json_body()
+    body = json_body()
     fact = operations.set_fact(
-        _services().users,
-        _services().settings,
-        _user(e164),
+        services().users,
+        services().settings,
+        user_param(e164),
         key,
         str(body.get("value", "")),
         category=str(body["category"]) if body.get("category") else None,  # None: from the key
@@ -122,33 +65,33 @@ def remove_fact(e164: str, key: str) -> ResponseReturnValue:
     scope = request.args.get("scope", "user")
     if scope not in operations.SCOPES:
         abort(400, description="scope must be user or session")
-    existed = operations.delete_fact(_services().users, _user(e164), key, scope, actor="admin_api")
+    existed = operations.delete_fact(services().users, user_param(e164), key, scope, actor="admin_api")
     return jsonify(deleted=existed), 200 if existed else 404
 
 
 @bp.get("/users/<e164>/memory/context")
 def memory_context(e164: str) -> ResponseReturnValue:
     """Return the PERSISTENT MEMORY block that would be injected for ?request=…"""
-    s = _services()
-    selection = operations.preview_selection(s.users, s.settings, s.counter, _user(e164), request.args.get("request", ""))
+    s = services()
+    selection = operations.preview_selection(s.users, s.settings, s.counter, user_param(e164), request.args.get("request", ""))
     return jsonify(operations.selection_report(selection))
 
 
 @bp.put("/users/<e164>/task")
 def task_setting(e164: str) -> ResponseReturnValue:
     """Turn the task call before each reply on or off for one user: {"enabled": true|false}."""
-    enabled = _json_flag("enabled")
-    user = _user(e164)
-    set_task_extraction(_services().users, user, enabled, actor="admin_api", via="admin_api")
+    enabled = json_flag("enabled")
+    user = user_param(e164)
+    set_task_extraction(services().users, user, enabled, actor="admin_api", via="admin_api")
     return jsonify(user=user, task_extraction="on" if enabled else "off")
 
 
 @bp.put("/users/<e164>/handover")
 def handover_setting(e164: str) -> ResponseReturnValue:
     """Take the conversation over for a person, or hand it back: {"active": true|false}."""
-    active = _json_flag("active")
-    user = _user(e164)
-    s = _services()
+    active = json_flag("active")
+    user = user_param(e164)
+    s = services()
     if active:
         handover = take_over(s.users, s.handover, user, actor="admin_api", via="admin_api")
         return jsonify(user=user, active=True, handover=handover.to_public())
@@ -159,34 +102,34 @@ def handover_setting(e164: str) -> ResponseReturnValue:
 @bp.get("/users/<e164>/handover")
 def handover_state(e164: str) -> ResponseReturnValue:
     """Return the takeover in force (null: the bot answers) and the messages of the handover."""
-    user = _user(e164)
-    report = handover_report(_services().users, user)
+    user = user_param(e164)
+    report = handover_report(services().users, user)
     return jsonify(user=user, active=report["handover"] is not None, **report)
 
 
 @bp.get("/users/<e164>/entities")
 def entities(e164: str) -> ResponseReturnValue:
     """Return the user's entities: names, aliases, the facts naming them, RELATED edges."""
-    user = _user(e164)
-    return jsonify(user=user, entities=entity_report(_services().users, user))
+    user = user_param(e164)
+    return jsonify(user=user, entities=entity_report(services().users, user))
 
 
 @bp.get("/users/<e164>/memory/conflicts")
 def memory_conflicts(e164: str) -> ResponseReturnValue:
     """Return the facts that hold a rival value."""
-    return jsonify(conflicts=operations.conflicts(_services().users, _user(e164)))
+    return jsonify(conflicts=operations.conflicts(services().users, user_param(e164)))
 
 
 @bp.post("/users/<e164>/memory/select")
 def memory_select(e164: str) -> ResponseReturnValue:
     """Select facts for {"request": …, "max_tokens"?: n} and explain each choice."""
-    body = _json_body()
+    body = json_body()
     max_tokens = body.get("max_tokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or not 50 <= max_tokens <= 2000):
         abort(400, description="max_tokens must be a whole number from 50 to 2000")
-    s = _services()
+    s = services()
     request_text = str(body.get("request", ""))
-    selection = operations.preview_selection(s.users, s.settings, s.counter, _user(e164), request_text, max_tokens)
+    selection = operations.preview_selection(s.users, s.settings, s.counter, user_param(e164), request_text, max_tokens)
     # what the knowledge base would add beside the memory block, and why (not the user's data)
     knowledge = s.retriever.preview(request_text).to_public() if request_text.strip() else None
     return jsonify({**operations.selection_report(selection), "knowledge": knowledge})
@@ -195,39 +138,39 @@ def memory_select(e164: str) -> ResponseReturnValue:
 @bp.put("/users/<e164>/memory/settings")
 def memory_settings(e164: str) -> ResponseReturnValue:
     """Turn extraction off or on: {"opted_out": true|false}."""
-    opted_out = _json_flag("opted_out")
-    user = _user(e164)
-    set_opt_out(_services().users, user, opted_out, actor="admin_api", via="admin_api")
+    opted_out = json_flag("opted_out")
+    user = user_param(e164)
+    set_opt_out(services().users, user, opted_out, actor="admin_api", via="admin_api")
     return jsonify(user=user, opted_out=opted_out)
 
 
 @bp.get("/users/<e164>/export")
 def export(e164: str) -> ResponseReturnValue:
     """Return all of the user's data as JSON."""
-    user = _user(e164)
+    user = user_param(e164)
     log.info("audit.export", actor="admin_api", target=mask_phone(user))
-    return jsonify(export_user(_services().users, user))
+    return jsonify(export_user(services().users, user))
 
 
 @bp.post("/users/<e164>/erase")
 def erase(e164: str) -> ResponseReturnValue:
     """Delete every key of the user, facts included."""
-    user = _user(e164)
-    deleted = erase_user(_services().users, user, "admin_api", via="admin_api")
+    user = user_param(e164)
+    deleted = erase_user(services().users, user, "admin_api", via="admin_api")
     return jsonify(user=user, erased=True, keys_deleted=deleted)
 
 
 @bp.get("/org/facts")
 def org_facts() -> ResponseReturnValue:
     """Return the org-scope facts."""
-    return jsonify(facts=[f.to_public() for f in _services().facts.org_facts(fresh=True).values()])
+    return jsonify(facts=[f.to_public() for f in services().facts.org_facts(fresh=True).values()])
 
 
 @bp.put("/org/facts")
 def put_org_facts() -> ResponseReturnValue:
     """Add or replace org facts: {"key": "value" | {"value", "category", "importance"}}."""
-    parsed = operations.parse_org_facts(_json_body())
-    _services().facts.set_org_facts(parsed)
+    parsed = operations.parse_org_facts(json_body())
+    services().facts.set_org_facts(parsed)
     log.info("audit.org_facts_set", actor="admin_api", keys=sorted(parsed))
     return jsonify(stored=sorted(parsed))
 
@@ -235,6 +178,6 @@ def put_org_facts() -> ResponseReturnValue:
 @bp.delete("/org/facts/<key>")
 def delete_org_fact(key: str) -> ResponseReturnValue:
     """Delete one org fact."""
-    existed = _services().facts.delete_org_fact(normalize_key(key))
+    existed = services().facts.delete_org_fact(normalize_key(key))
     log.info("audit.org_fact_deleted", actor="admin_api", key=key, existed=existed)
     return jsonify(deleted=existed), 200 if existed else 404

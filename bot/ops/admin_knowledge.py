@@ -17,14 +17,11 @@ import binascii
 from flask import Blueprint, abort, jsonify, request
 from flask.typing import ResponseReturnValue
 
-from bot.exceptions import StoreUnavailable
 from bot.knowledge.library import KnowledgeError
-from bot.ops.admin import _json_body, _services, bad_request, require_token, store_unavailable
+from bot.ops.api import guard, json_body, services
 
 bp = Blueprint("admin_knowledge", __name__, url_prefix="/admin")
-bp.before_request(require_token)
-bp.register_error_handler(StoreUnavailable, store_unavailable)
-bp.register_error_handler(400, bad_request)
+guard(bp)
 
 #: Room for a document's bytes and the form around them (the app's default is Twilio-sized).
 FORM_OVERHEAD = 64 * 1024
@@ -45,21 +42,21 @@ def too_large(_err: Exception) -> ResponseReturnValue:
 @bp.get("/knowledge")
 def knowledge() -> ResponseReturnValue:
     """Return every document, with the version and the totals."""
-    s = _services()
+    s = services()
     return jsonify(**s.knowledge.totals(), documents=[d.to_public() for d in s.library.documents()])
 
 
 @bp.post("/knowledge/documents")
 def add_document() -> ResponseReturnValue:
     """Add a document, or replace the one with its file name or title (no-op when unchanged)."""
-    s = _services()
+    s = services()
     request.max_content_length = s.settings.KNOWLEDGE_MAX_DOC_BYTES * 4 // 3 + FORM_OVERHEAD  # base64 in JSON
     upload = request.files.get("file")
     if upload is not None:
         data, filename = upload.read(), upload.filename or ""
         title, language = request.form.get("title") or None, request.form.get("language") or None
     else:
-        body = _json_body()
+        body = json_body()
         filename, title, language = str(body.get("filename", "")), body.get("title"), body.get("language")
         if isinstance(body.get("content"), str):
             data = body["content"].encode("utf-8")
@@ -83,7 +80,7 @@ def add_document() -> ResponseReturnValue:
 def show_document(doc_id: str) -> ResponseReturnValue:
     """Return one document and its chunks."""
     try:
-        doc, chunks = _services().library.document(doc_id)
+        doc, chunks = services().library.document(doc_id)
     except KnowledgeError as err:
         return jsonify(error=str(err)), 404
     return jsonify(**doc.to_public(), chunk_texts=[{"id": c.id, "tokens": c.tokens, "text": c.text} for c in chunks])
@@ -92,14 +89,14 @@ def show_document(doc_id: str) -> ResponseReturnValue:
 @bp.delete("/knowledge/documents/<doc_id>")
 def remove_document(doc_id: str) -> ResponseReturnValue:
     """Remove one document."""
-    removed = _services().library.remove(doc_id, actor="admin_api")
+    removed = services().library.remove(doc_id, actor="admin_api")
     return jsonify(removed=removed), 200 if removed else 404
 
 
 @bp.post("/knowledge/search")
 def search() -> ResponseReturnValue:
     """Return what a message would get from the knowledge base: the chunks injected, and why."""
-    question = _json_body().get("question")
+    question = json_body().get("question")
     if not isinstance(question, str) or not question.strip():
         abort(400, description="question must be a non-empty string")
-    return jsonify(_services().retriever.preview(question[:2000]).to_public())
+    return jsonify(services().retriever.preview(question[:2000]).to_public())

@@ -1,4 +1,4 @@
-"""`python -m bot chat`: talk to the running bot over HTTP, signed as Twilio signs.
+"""`whatsapp-bot chat`: talk to the running bot over HTTP, signed as Twilio signs.
 
 Every message goes through the server's real webhook (its logs, its /metrics, its token),
 as a WhatsApp user's would. Media go as Twilio sends them: `/voice FILE` and

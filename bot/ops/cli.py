@@ -1,4 +1,4 @@
-"""Developer and operator commands: `python -m bot <command>`."""
+"""Developer and operator commands: `whatsapp-bot <command>` (.venv/bin/whatsapp-bot)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from bot.ops.dev_evals import run_dev_eval
 from bot.services import Services, build_services
 from bot.storage.users import scan_fact_users
 from bot.users import memory as operations
+from bot.users.directory import reindex
 from bot.users.lifecycle import erase_user, reset_conversation
 from bot.users.memory import OperationError
 from bot.users.reports import export_user, iso, list_users, user_report
@@ -147,7 +148,10 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
 
 
 def cmd_users(services: Services, args: argparse.Namespace) -> int:
-    """List known users with last activity and bytes."""
+    """List known users with last activity and bytes, or rebuild the console's users index."""
+    if args.action == "reindex":
+        print(f"indexed {reindex(services.users)} user(s)", file=sys.stderr)
+        return 0
     users = list_users(services.users)
     if args.json:
         print(json.dumps(users, indent=2))
@@ -273,7 +277,7 @@ def cmd_eval_memory(services: Services, args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every command."""
-    parser = argparse.ArgumentParser(prog="python -m bot", description="WhatsApp GPT bot tools")
+    parser = argparse.ArgumentParser(prog="whatsapp-bot", description="WhatsApp GPT bot tools")
     sub = parser.add_subparsers(dest="command", required=True)
 
     inspect = sub.add_parser("inspect", help="show one user's context and Redis keys")
@@ -286,7 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("user", type=_e164, help="the user's number, +E164")
     reset.set_defaults(func=cmd_reset)
 
-    users = sub.add_parser("users", help="list known users (SCAN, never KEYS)")
+    users = sub.add_parser("users", help="list known users (SCAN, never KEYS), or reindex them for the console")
+    users.add_argument("action", nargs="?", choices=["list", "reindex"], default="list")
     users.add_argument("--json", action="store_true", help="print JSON")
     users.set_defaults(func=cmd_users)
 
@@ -375,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     if source and args.command != "eval":  # eval runs on a private Redis of its own
         print(f"redis: {mask_url(source[0])} (from {source[1]})", file=sys.stderr)
     try:
-        services = build_services(settings)
+        services = build_services(settings, role="cli")
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""The entity commands of `python -m bot`: entities, entities reextract, recall."""
+"""The entity commands of `whatsapp-bot`: entities, entities reextract, recall."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m bot handover`: take a conversation over for a person, or hand it back."""
+"""`whatsapp-bot handover`: take a conversation over for a person, or hand it back."""
 
 from __future__ import annotations
 

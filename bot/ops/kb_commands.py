@@ -1,4 +1,4 @@
-"""`python -m bot kb`: the knowledge base's documents (add, list, show, remove) and a search
+"""`whatsapp-bot kb`: the knowledge base's documents (add, list, show, remove) and a search
 that shows what a message would get."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`python -m bot operators`: the console's named operator accounts."""
+"""`whatsapp-bot operators`: the console's named operator accounts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The task and usage commands of `python -m bot`: task on|off per user, usage and cost."""
+"""The task and usage commands of `whatsapp-bot`: task on|off per user, usage and cost."""
 
 from __future__ import annotations
 

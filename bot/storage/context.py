@@ -48,6 +48,7 @@ from bot.storage.memory_meta import TASK_OFF_FIELD
 from bot.storage.records import Pair, as_float, as_int, decode_pairs, flat_to_dict, text
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.scripts import Scripts
+from bot.storage.user_index import UserIndex
 from bot.storage.job_triggers import JobTriggers, new_token
 from bot.storage.triggers import EXTRACTION, SummaryPolicy
 
@@ -120,6 +121,22 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class CommitRecord:
+    """What one processed message leaves behind: ContextStore.commit writes it whole."""
+
+    user: str
+    claim: Claim
+    sid: str
+    reply: str  # as sent, for a redelivery
+    pair: Pair | None = None  # the valid exchange, if any
+    touch_context: bool = True  # False right after an erase: nothing is written
+    usage: dict[str, int] | None = None  # the turn's model calls (bot/storage/usage.py fields)
+    last_task: str | None = None  # the resolved task, kept for inspect
+    to: str = ""  # the number the user wrote to (reply_from)
+    last_reference: str | None = None  # what the knowledge step found, for inspect
+
+
+@dataclass(frozen=True)
 class CommitResult:
     """What storing a message changed."""
 
@@ -175,8 +192,10 @@ class ContextStore(JobTriggers):
         redelivery: RedeliveryPolicy | None = None,
         ttls: Ttls | None = None,
         policy: SummaryPolicy | None = None,
+        index: UserIndex | None = None,
     ) -> None:
         self.redis = client
+        self.index = index  # the users by last activity, kept by the commit (bot/storage/user_index.py)
         self.recent_pairs = recent_pairs
         self.recent_bytes = recent_bytes
         self.redelivery = redelivery or RedeliveryPolicy()
@@ -242,41 +261,32 @@ class ContextStore(JobTriggers):
             also=tuple(text(v) for v in extra),
         )
 
-    def commit(
-        self,
-        user: str,
-        claim: Claim,
-        sid: str,
-        reply: str,
-        pair: Pair | None,
-        now: float | None = None,
-        touch_context: bool = True,
-        usage: dict[str, int] | None = None,
-        last_task: str | None = None,
-        to: str = "",
-        last_reference: str | None = None,
-    ) -> CommitResult:
+    def commit(self, record: CommitRecord, now: float | None = None) -> CommitResult:
         """Record a processed message, storing its pair if valid and still wanted.
 
         The pair is dropped if a reset came after the claim, or if another attempt took the
         MessageSid over. With touch_context False (right after an erase) nothing is written.
-        `usage` (bot/storage/usage.py fields) counts the turn's model calls; `last_task` is
-        the resolved task, kept for inspect; `to` the number the user wrote to (reply_from).
         """
+        claim, pair, index = record.claim, record.pair, self.index
         p = self.policy
         rules = p.triggers()
         tokens = {rule.name: new_token() for rule in rules}
-        count, dropped, seq, stored, taken = self.scripts.run(
+        keys = self._keys(record.user)
+        if index is not None and index.in_script:
+            keys["index"] = index.key(record.user)
+        when = time.time() if now is None else now
+        count, dropped, seq, stored, taken, *written = self.scripts.run(
             "commit",
-            self._keys(user),
+            keys,
             {
-                "sid": sid,
-                "now": time.time() if now is None else now,
+                "user": record.user,
+                "sid": record.sid,
+                "now": when,
                 "token": claim.token,
                 "epoch": claim.context.epoch,
-                "reply": reply,
+                "reply": record.reply,
                 "pair": pair.to_obj() if pair else None,
-                "touch": touch_context,
+                "touch": record.touch_context,
                 "recent_max": self.recent_pairs,
                 "recent_bytes": self.recent_bytes,
                 "pending_max": p.max_bytes,
@@ -287,12 +297,14 @@ class ContextStore(JobTriggers):
                 "replies_kept": self.redelivery.replies_kept,
                 "ttl": {"context": self.ttls.context, "facts": self.ttls.facts, "session": self.ttls.session},
                 "triggers": [rule.to_lua(tokens[rule.name]) for rule in rules],
-                "usage": usage or None,
-                "last_task": last_task,
-                "last_reference": last_reference,
-                "to": to or None,
+                "usage": record.usage or None,
+                "last_task": record.last_task,
+                "last_reference": record.last_reference,
+                "to": record.to or None,
             },
         )
+        if written and index is not None and not index.in_script:
+            index.touch(record.user, when)  # a cluster: the index lives on other nodes
         return CommitResult(
             count_since_summary=int(count),
             dropped=int(dropped),

@@ -68,6 +68,13 @@ SIGNIN_PREFIX = "console_signin:"
 #: per day, `activity:usage:<YYYYMMDD>` (hash, the fields of user_usage); TTL rule "activity".
 ACTIVITY_PREFIX = "activity:"
 
+#: Users by last activity (bot/storage/user_index.py): sorted set, member the user's +E164,
+#: score the last interaction; one key on a single Redis, USER_INDEX_BUCKETS keys
+#: "user_index:{<n>}" on a cluster. No TTL: members older than the context's TTL are pruned.
+USER_INDEX_KEY = "user_index"
+#: Buckets of the users index on a Redis Cluster, so no one node holds every user.
+USER_INDEX_BUCKETS = 16
+
 #: The middle of an embedding model's space (bot/memory/vectors.py): "embedding_center:<model>"
 #: -> base64 float32, the mean of its vectors of bot/llm/anchors.py; no TTL, one per model.
 CENTER_PREFIX = "embedding_center:"

@@ -2,6 +2,7 @@
 
 Each script opens with a header comment; its `-- KEYS:` line names the keys in order, and
 the loader turns that into `K.<name>` inside the script, so neither side counts positions.
+Names in brackets at the end are optional: a call may leave them out, and they are nil then.
 Every script gets the shared helpers (lua/helpers.lua) and its arguments as the table `A`,
 decoded from one JSON object (None values are left out: cjson would decode null as a truthy
 value). A call that names other keys than the header fails at once.
@@ -33,6 +34,17 @@ class LuaScript:
     name: str
     keys: tuple[str, ...]
     source: str
+    optional: frozenset[str] = frozenset()
+
+    def ordered(self, keys: dict[str, str]) -> list[str]:
+        """Return the given keys in the header's order; raise ValueError for a wrong set."""
+        given = set(keys)
+        if not set(self.keys) - self.optional <= given <= set(self.keys):
+            raise ValueError(f"lua/{self.name}.lua takes keys {self.keys}, given {tuple(keys)}")
+        ordered = [keys[k] for k in self.keys if k in given]
+        if [k for k in self.keys if k in given] != list(self.keys[: len(ordered)]):
+            raise ValueError(f"lua/{self.name}.lua: an optional key was left out before a given one")
+        return ordered
 
 
 @lru_cache(maxsize=None)
@@ -42,11 +54,13 @@ def load_script(name: str) -> LuaScript:
     match = _KEYS_LINE.search(body)
     if match is None:
         raise ValueError(f"lua/{name}.lua: the header needs a '-- KEYS:' line")
-    keys = tuple(match.group(1).split())
+    names = match.group(1).split()
+    keys = tuple(name.strip("[]") for name in names)
+    optional = frozenset(name.strip("[]") for name in names if name.startswith("["))
     named = ", ".join(f"{key} = KEYS[{i}]" for i, key in enumerate(keys, start=1))
     prelude = (LUA_DIR / "helpers.lua").read_text(encoding="utf-8")
     prelude += f"local K = {{{named}}}\nlocal A = cjson.decode(ARGV[1])\n"
-    return LuaScript(name=name, keys=keys, source=prelude + body)
+    return LuaScript(name=name, keys=keys, source=prelude + body, optional=optional)
 
 
 class Scripts:
@@ -62,11 +76,10 @@ class Scripts:
     def run(self, name: str, keys: dict[str, str], args: dict[str, Any]) -> Any:
         """Run one script; Redis errors become StoreUnavailable."""
         script, registered = self._scripts[name]
-        if set(keys) != set(script.keys):
-            raise ValueError(f"lua/{name}.lua takes keys {script.keys}, given {tuple(keys)}")
+        ordered = script.ordered(keys)
         try:
             return registered(
-                keys=[keys[k] for k in script.keys],
+                keys=ordered,
                 args=[json.dumps(_without_none(args), ensure_ascii=False, separators=(",", ":"))],
             )
         except redis.RedisError as err:
@@ -84,10 +97,8 @@ class Scripts:
         if not reads:
             return self.run(name, keys, args), []
         script, registered = self._scripts[name]
-        if set(keys) != set(script.keys):
-            raise ValueError(f"lua/{name}.lua takes keys {script.keys}, given {tuple(keys)}")
+        ordered = script.ordered(keys)
         encoded = json.dumps(_without_none(args), ensure_ascii=False, separators=(",", ":"))
-        ordered = [keys[k] for k in script.keys]
         try:
             pipe = self.client.pipeline(transaction=False)
             # execute_command: redis-py's cluster pipeline blocks its evalsha() method, but

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Protocol
+from typing import Iterator, Protocol
 
 import redis
 import structlog
@@ -23,10 +23,14 @@ from bot.storage.records import as_int, text
 from bot.storage.scripts import Scripts
 from bot.storage.users import scan_keyed_users
 
-if TYPE_CHECKING:  # activity.py imports this module's decoding
-    from bot.storage.activity import ActivityStore
-
 log = structlog.get_logger(__name__)
+
+
+class DayCounter(Protocol):
+    """Where a day's usage is counted too (bot/storage/activity.py ActivityStore)."""
+
+    def record(self, now: float, answered: bool, usage: dict[str, int] | None = None) -> None:
+        """Count one answered message and/or the usage of model calls."""
 
 
 class ModelCall(Protocol):
@@ -88,7 +92,7 @@ def decode_usage(raw: dict) -> list[Usage]:
 class UsageStore:
     """Add and read a user's model usage."""
 
-    def __init__(self, client: redis.Redis, *, ttl_seconds: int = 0, activity: ActivityStore | None = None) -> None:
+    def __init__(self, client: redis.Redis, *, ttl_seconds: int = 0, activity: DayCounter | None = None) -> None:
         self.redis = client
         self.ttl_seconds = ttl_seconds
         self.activity = activity  # the day's usage for the console's overview, when given

@@ -14,6 +14,7 @@ from bot.storage.usage import UsageStore
 from bot.storage.facts import FactStore
 from bot.storage.handover import HandoverStore
 from bot.storage.memory_meta import MemoryMetaStore
+from bot.storage.user_index import UserIndex
 
 
 @dataclass
@@ -30,3 +31,4 @@ class UserData:
     usage: UsageStore | None = None
     handover: HandoverStore | None = None
     deferred: DeferredStore | None = None  # messages a worker is answering (docs/deferred.md)
+    index: UserIndex | None = None  # the users by last activity (the console's list)

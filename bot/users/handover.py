@@ -2,7 +2,7 @@
 
 The console, the CLI and the admin API call these same functions. While a person holds the
 conversation the message path logs the user's messages instead of answering
-(bot/conversation/handover.py). At hand-back, or at the first message after the takeover's
+(bot/conversation/steps/handover.py). At hand-back, or at the first message after the takeover's
 TTL, the log is folded into pairs stored through the normal commit path, so the recent window,
 the summary and fact extraction know what the user and the person said.
 """
@@ -19,6 +19,7 @@ from bot.exceptions import StoreUnavailable
 from bot.jobs.handoff import hand_off
 from bot.observability.logs import mask_phone
 from bot.storage.handover import PERSON, USER, Handover, HandoverStore, LogEntry
+from bot.storage.context import CommitRecord
 from bot.storage.records import STORED_TEXT_CHARS, Pair, clip
 from bot.users.data import UserData
 from bot.users.memory import OperationError
@@ -118,7 +119,7 @@ def fold(data: UserData, store: HandoverStore, user: str) -> int:
         sid = "HO" + uuid.uuid4().hex
         try:
             claim = data.store.claim(user, sid)
-            result = data.store.commit(user, claim, sid, "", pair)
+            result = data.store.commit(CommitRecord(user, claim, sid, "", pair))
         except StoreUnavailable as err:
             log.error("handover.fold_failed", pairs_left=len(pairs) - stored, error=str(err))
             raise

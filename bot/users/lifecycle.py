@@ -55,6 +55,8 @@ def erase_user(data: UserData, target: str, actor: str, via: str) -> int:
     """Delete every key of one user, facts and queued jobs included, and write the audit event."""
     tokens = data.store.trigger_tokens(target)  # the jobs they name go too, found without a SCAN
     deleted = erase_keys(data.redis, target)
+    if data.index is not None:
+        data.index.remove(target)
     purged = 0
     if data.jobs is not None:
         try:

@@ -26,7 +26,7 @@ ANSWERED = "Hi, this is Dana from the team: order 1234 ships today, tracking fol
 
 
 def test_a_whole_handover(page, base, redis_client, model: StandinModel, twilio: TwilioStandin) -> None:  # type: ignore[no-untyped-def]
-    add_operator(redis_client)  # dana, as `python -m bot operators add dana` does
+    add_operator(redis_client)  # dana, as `whatsapp-bot operators add dana` does
     model.script({"content": "Order 1234 left our warehouse on Monday; a colleague can look into it."})
     user_writes(base, "My order 1234 has not arrived, can a person help me?")
     sign_in(page, base, OPERATOR, PASSWORD).go("Users")

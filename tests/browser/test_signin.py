@@ -41,7 +41,7 @@ def test_a_wrong_token_is_refused_and_gives_no_session(page, base, redis_client)
 
 
 def test_an_operator_signs_in_by_name_and_signs_out(page, base, redis_client) -> None:  # type: ignore[no-untyped-def]
-    add_operator(redis_client)  # as `python -m bot operators add dana` does
+    add_operator(redis_client)  # as `whatsapp-bot operators add dana` does
     signin = SignInPage(page, base).open()
 
     signin.sign_in(OPERATOR, PASSWORD)

@@ -17,7 +17,7 @@ from PIL import Image
 from structlog.testing import capture_logs
 
 from bot import create_app
-from bot.conversation.media import PHOTO_MARK, SPOKEN_MARK
+from bot.conversation.messages import PHOTO_MARK, SPOKEN_MARK
 from bot.conversation.replies import (
     MEDIA_FAILED_REPLY,
     NON_TEXT_REPLY,

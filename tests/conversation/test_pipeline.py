@@ -28,6 +28,7 @@ def test_a_settled_reply_skips_answering_but_still_records(services: Services) -
 
     from bot.conversation.messages import InboundMessage
 
-    steps = [Probe("a", False), Probe("b", False, settles=True), Probe("c", False), Probe("d", True)]
+    steps = {name: Probe(name, name in ("commit", "activity", "hand-off"), settles=name == "command") for name in STEPS}
     outcome = Pipeline(steps, services.store).handle(InboundMessage("+14155550100", "SM" + "0" * 32, "hi"))
-    assert calls == ["a", "b", "d"] and outcome.reply == "done" and outcome.status == "command"
+    assert calls == ["claim", "command", "commit", "activity", "hand-off"]
+    assert outcome.reply == "done" and outcome.status == "command"

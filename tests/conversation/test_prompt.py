@@ -1,8 +1,9 @@
-"""Prompt construction: order, budget, truncation (design note 1)."""
+"""Prompt construction: order, budget, truncation (docs/conversation.md)."""
 
 import pytest
 
 from bot.conversation.prompt import SUMMARY_FENCE, SUMMARY_HEADER, build_prompt, render_summary
+from bot.knowledge.reference import reference_section
 from bot.storage.context import Context
 from bot.storage.records import Pair
 from bot.llm.tokens import TokenCounter
@@ -125,7 +126,7 @@ def test_the_reference_goes_before_the_message_and_pairs_and_summary_give_way_to
     reference = reference_for("when does the shop open?")
     assert reference.hit and reference.tokens <= 250
     prompt = build_prompt(SYSTEM, Context(summary="A long summary. " * 40, recent=pairs(5)), "when does the shop open?",
-                          COUNTER, max_tokens=500, max_user_tokens=300, reference=reference)
+                          COUNTER, max_tokens=500, max_user_tokens=300, reference=reference_section(reference, COUNTER))
     assert prompt.messages[-2]["content"] == reference.block and prompt.tokens <= 500
     assert prompt.pairs_dropped > 0 and not prompt.user_truncated
     assert prompt.tokens == COUNTER.count_messages(prompt.messages)
@@ -135,11 +136,12 @@ def test_the_reference_gives_way_before_the_users_own_words() -> None:
     reference = reference_for("when does the shop open?")
     text = "when does the shop open? " + "I also want to say something long. " * 30  # ~250 tokens
     prompt = build_prompt(SYSTEM, Context(), text, COUNTER, max_tokens=420, max_user_tokens=300,
-                          memory_block="", reference=reference)
+                          memory_block="", reference=reference_section(reference, COUNTER))
     assert not prompt.user_truncated and prompt.messages[-1]["content"] == text
     assert prompt.reference is not None and prompt.reference.tokens < reference.tokens  # re-picked smaller
     assert prompt.tokens <= 420
     # no room at all: the reference goes, and only then is the message cut
-    tight = build_prompt(SYSTEM, Context(), text, COUNTER, max_tokens=300, max_user_tokens=300, reference=reference)
+    tight = build_prompt(SYSTEM, Context(), text, COUNTER, max_tokens=300, max_user_tokens=300,
+                         reference=reference_section(reference, COUNTER))
     assert tight.reference is None and tight.tokens <= 300
     assert not any(m["content"] == reference.block for m in tight.messages)

@@ -1,4 +1,4 @@
-"""Task extraction before the reply (design note 4), through the signed webhook, the real
+"""Task extraction before the reply (docs/tasks.md), through the signed webhook, the real
 openai client and the stand-in; and usage accounting by purpose."""
 
 from __future__ import annotations

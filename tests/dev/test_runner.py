@@ -19,7 +19,7 @@ from dotenv import dotenv_values
 
 from bot.dev.embedded import free_port
 from bot.dev.processes import TAG_VAR, tagged_processes
-from bot.memory.fence import MEMORY_HEADER
+from bot.llm.fence import MEMORY_HEADER
 
 pytestmark = pytest.mark.integration
 

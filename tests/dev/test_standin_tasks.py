@@ -137,7 +137,7 @@ def test_fallback_is_a_fresh_copy() -> None:
 
 
 def test_texts_written_as_the_app_writes_them_are_read_unquoted() -> None:
-    """The app sends each text as a JSON string (bot/memory/fence.py inert)."""
+    """The app sends each text as a JSON string (bot/llm/fence.py inert)."""
     request = ('Known fact keys: (none)\nKnown entities: (none)\nSummary: (none)\nRecent messages:\n'
                'User: "Which museums open on Mondays?"\nAssistant: "The Gulbenkian does not."\n'
                'New message: "¿Y para seis personas?"')

@@ -12,7 +12,7 @@ import pytest
 
 from bot.conversation.prompt import RESOLVED_PREFIX
 from bot.knowledge.reference import REFERENCE_FENCE
-from bot.memory.fence import REFERENCE_HEADER
+from bot.llm.fence import REFERENCE_HEADER
 from bot.storage.keys import KB_KEYS
 from bot.users.reports import export_user
 from tests.conftest import USER

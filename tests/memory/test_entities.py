@@ -1,4 +1,4 @@
-"""Entities (design note 3): names, consolidation, message-time matching and the store."""
+"""Entities (docs/entities.md): names, consolidation, message-time matching and the store."""
 
 from __future__ import annotations
 
@@ -283,7 +283,7 @@ def test_only_the_trigger_holder_writes_and_the_matcher_sees_new_versions(redis_
     assert store.update(USER, token, lambda s: EntityState()) is None  # an opt-out wins
 
 
-# -- the evaluation (design note 3's phase 4) ----------------------------------------------------
+# -- the evaluation (docs/entities.md) ----------------------------------------------------
 def test_the_deterministic_eval_meets_the_targets_on_the_labelled_set() -> None:
     from bot.dev.entity_evaluation import evaluate_deterministic, load_users
 

@@ -1,4 +1,4 @@
-"""Entities end to end (design note 3): pass 2 on the burst RQ worker after fact extraction,
+"""Entities end to end (docs/entities.md): pass 2 on the burst RQ worker after fact extraction,
 matching on the next message through the signed webhook, export and erase; the stand-in is
 scripted over HTTP where an exact answer matters."""
 

@@ -1,9 +1,9 @@
-"""The extraction request (design note 2): stored values go in as inert data."""
+"""The extraction request (docs/memory.md): stored values go in as inert data."""
 
 from __future__ import annotations
 
 from bot.memory.extraction import render_request
-from bot.memory.fence import MEMORY_HEADER, SUMMARY_HEADER
+from bot.llm.fence import MEMORY_HEADER, SUMMARY_HEADER
 from bot.memory.selection import FENCE_CLOSE, FENCE_OPEN
 from bot.storage.records import Pair
 from tests.conftest import fact

@@ -1,4 +1,4 @@
-"""Fact rules (design note 2): key normalization and the storage rules; pure functions."""
+"""Fact rules (docs/memory.md): key normalization and the storage rules; pure functions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parsing the extraction model's output (design note 2): strict, then lenient; never raises."""
+"""Parsing the extraction model's output (docs/memory.md): strict, then lenient; never raises."""
 
 from __future__ import annotations
 

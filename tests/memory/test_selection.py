@@ -1,4 +1,4 @@
-"""Memory selection and injection (design note 5): pure functions."""
+"""Memory selection and injection (docs/memory.md): pure functions."""
 
 from __future__ import annotations
 

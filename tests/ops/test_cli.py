@@ -1,4 +1,4 @@
-"""`python -m bot inspect|chat`, run as a developer would, in a subprocess."""
+"""`whatsapp-bot inspect|chat`, run as a developer would, in a subprocess."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The handover from the operator surfaces: `python -m bot handover`, the admin API, and what
+"""The handover from the operator surfaces: `whatsapp-bot handover`, the admin API, and what
 inspect shows."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The knowledge base's operator surfaces: the admin API (/admin/knowledge…) and the CLI
-(`python -m bot kb …`, `inspect --message`, `eval knowledge`), on the real Redis."""
+(`whatsapp-bot kb …`, `inspect --message`, `eval knowledge`), on the real Redis."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from bot.dev.embedded import EmbeddedCluster, start_redis_cluster
 from bot.exceptions import ConfigError
 from bot.services import build_services, redis_clients
 from bot.storage.connection import is_cluster, make_redis
-from bot.storage.context import ContextStore
+from bot.storage.context import CommitRecord, ContextStore
 from bot.storage.keys import user_keys
 from bot.storage.records import Pair
 from bot.storage.users import erase_keys, scan_users
@@ -59,7 +59,7 @@ def test_every_user_is_found_and_erased_whichever_master_holds_them(client: Redi
     store = ContextStore(client, recent_pairs=5)
     for n, user in enumerate(USERS):
         claim = store.claim(user, f"SM{n}")
-        store.commit(user, claim, f"SM{n}", "a reply", Pair(user="a question long enough", assistant="an answer", ts=1.0))
+        store.commit(CommitRecord(user, claim, f"SM{n}", "a reply", Pair(user="a question long enough", assistant="an answer", ts=1.0)))
     owners = {client.get_node_from_key(user_keys(user)[0]).name for user in USERS}
     assert len(owners) == 3  # the users really are spread over the three masters
     assert sorted(user for user, _ in scan_users(client)) == sorted(USERS)

@@ -7,7 +7,7 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.connection import make_redis
-from bot.storage.context import ContextStore
+from bot.storage.context import CommitRecord, ContextStore
 from bot.storage.keys import CONTEXT_PREFIX, MEMORY_PREFIX, PENDING_PREFIX, SEEN_PREFIX, Ttls, user_key, user_keys
 from bot.storage.records import Pair
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
@@ -39,12 +39,12 @@ def pair(i: int) -> Pair:
 def add(store: ContextStore, i: int, valid: bool = True) -> int:
     claim = store.claim(USER, f"SM{i}", now=1000.0 + i)
     assert claim.status == "new"
-    return store.commit(USER, claim, f"SM{i}", f"answer {i}", pair(i) if valid else None, now=1000.0 + i).count_since_summary
+    return store.commit(CommitRecord(USER, claim, f"SM{i}", f"answer {i}", pair(i) if valid else None), now=1000.0 + i).count_since_summary
 
 
 def commit(store: ContextStore, sid: str, p: Pair | None, now: float | None = None):  # type: ignore[no-untyped-def]
     claim = store.claim(USER, sid, now=now)
-    return store.commit(USER, claim, sid, "a", p, now=now)
+    return store.commit(CommitRecord(USER, claim, sid, "a", p), now=now)
 
 
 def test_empty_user_has_empty_context(store: ContextStore) -> None:
@@ -105,8 +105,8 @@ def test_a_taken_over_claim_stores_nothing(store: ContextStore) -> None:
     """A first attempt that outlived its lease must not store a second copy."""
     first = store.claim(USER, "SMx", now=1000.0)
     second = store.claim(USER, "SMx", now=1000.0 + INFLIGHT_LEASE_S + 1)
-    assert store.commit(USER, second, "SMx", "a", pair(1)).pair_stored
-    assert not store.commit(USER, first, "SMx", "a", pair(1)).pair_stored
+    assert store.commit(CommitRecord(USER, second, "SMx", "a", pair(1))).pair_stored
+    assert not store.commit(CommitRecord(USER, first, "SMx", "a", pair(1))).pair_stored
     assert len(store.load(USER).recent) == 1
 
 
@@ -114,7 +114,7 @@ def test_reset_while_in_flight_drops_the_pair(store: ContextStore) -> None:
     add(store, 0)
     in_flight = store.claim(USER, "SMlate")
     store.reset(USER)
-    result = store.commit(USER, in_flight, "SMlate", "old answer", pair(1))
+    result = store.commit(CommitRecord(USER, in_flight, "SMlate", "old answer", pair(1)))
     assert not result.pair_stored
     assert store.load(USER).recent == []
     assert store.claim(USER, "SMlate").reply == "old answer"  # still answered once
@@ -135,7 +135,7 @@ def test_redelivery_is_remembered_by_time_not_by_count(store: ContextStore) -> N
 def test_a_redelivery_gets_the_whole_first_reply(store: ContextStore) -> None:
     long = "word " * 500  # 2500 characters: longer than a stored pair keeps
     claim = store.claim(USER, "SMlong", now=1000.0)
-    store.commit(USER, claim, "SMlong", long, pair(1), now=1000.0)
+    store.commit(CommitRecord(USER, claim, "SMlong", long, pair(1)), now=1000.0)
     for i in range(12):  # its pair is summarized out of the window meanwhile
         add(store, 100 + i)
     assert store.claim(USER, "SMlong", now=1000.0 + 60).reply == long
@@ -148,7 +148,7 @@ def test_after_the_reply_window_a_redelivery_gets_nothing_and_is_still_a_duplica
     late = store.claim(USER, "SM0", now=1000.0 + REDELIVERY.reply_s + 1)
     assert late.status == "duplicate" and late.reply is None and late.age_s == pytest.approx(REDELIVERY.reply_s + 1)
     claim = store.claim(USER, "SMnext", now=1000.0 + REDELIVERY.reply_s + 5)
-    store.commit(USER, claim, "SMnext", "a", None, now=1000.0 + REDELIVERY.reply_s + 5)
+    store.commit(CommitRecord(USER, claim, "SMnext", "a", None), now=1000.0 + REDELIVERY.reply_s + 5)
     record = json.loads(client.hget(user_key(SEEN_PREFIX, USER), "SM0"))
     assert "r" not in record  # the copy of the reply is dropped at the next commit
 
@@ -158,7 +158,7 @@ def test_records_leave_after_the_window_and_stale_in_flight_ones_too(store: Cont
     add(store, 0)  # at 1000.0
     later = 1000.0 + REDELIVERY.window_s + 1
     claim = store.claim(USER, "SMlater", now=later)
-    store.commit(USER, claim, "SMlater", "a", None, now=later)
+    store.commit(CommitRecord(USER, claim, "SMlater", "a", None), now=later)
     assert sorted(client.hkeys(user_key(SEEN_PREFIX, USER))) == ["SMlater"]
     assert 0 < client.ttl(user_key(SEEN_PREFIX, USER)) <= REDELIVERY.window_s
 
@@ -427,6 +427,6 @@ def test_scripts_run_twice_by_a_client_retry_answer_as_the_first_time(store: Con
     store.scripts.run = twice  # type: ignore[method-assign]
     claim = store.claim(USER, "SMretry", now=1100.0)
     assert claim.status == "new"  # not "inflight" because of its own first run
-    result = store.commit(USER, claim, "SMretry", "a", pair(9), now=1100.0)
+    result = store.commit(CommitRecord(USER, claim, "SMretry", "a", pair(9)), now=1100.0)
     assert result.pair_stored and SUMMARY in result.due and result.seq == 10  # the 10th pair, once
     assert store.load(USER).seq == 10

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import fakeredis
 
-from bot.storage.context import ContextStore
+from bot.storage.context import CommitRecord, ContextStore
 from bot.storage.keys import MEMORY_PREFIX, user_key
 from bot.storage.records import Pair
 from bot.storage.triggers import EXTRACTION, SUMMARY, SummaryPolicy, TriggerRule
@@ -25,7 +25,7 @@ class WithThirdJob(SummaryPolicy):
 def store_pair(store: ContextStore, i: int, now: float = 1000.0):  # type: ignore[no-untyped-def]
     claim = store.claim(USER, f"SM{i}", now=now)
     p = Pair(user=f"question {i} with enough text", assistant=f"answer {i}", ts=now, sid=f"SM{i}")
-    return store.commit(USER, claim, f"SM{i}", "a", p, now=now)
+    return store.commit(CommitRecord(USER, claim, f"SM{i}", "a", p), now=now)
 
 
 def test_a_third_job_is_one_more_table_entry(fake_redis: fakeredis.FakeRedis) -> None:

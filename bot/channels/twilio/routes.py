@@ -12,7 +12,7 @@ from flask import Blueprint, Response, current_app, request
 from bot.channels.twilio import outbound
 from bot.channels.twilio.inbound import parse_inbound, signature_ok
 from bot.conversation.pipeline import Pipeline
-from bot.conversation.limits import shed
+from bot.conversation.steps.load_shed import shed
 from bot.conversation.replies import FALLBACK_REPLY
 from bot.config import E164
 from bot.exceptions import InvalidInbound, StoreUnavailable

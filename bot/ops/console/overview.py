@@ -11,7 +11,9 @@ from flask.typing import ResponseReturnValue
 
 from bot.ops.console.auth import login_required
 from bot.ops.console.helpers import services
-from bot.ops.console.stats import active_users, hourly_chart, redis_memory, size
+from bot.ops.console.stats import hourly_chart, size
+from bot.storage.server import redis_memory
+from bot.users.directory import active_users
 
 bp = Blueprint("overview", __name__)
 
@@ -33,7 +35,7 @@ def index() -> ResponseReturnValue:
         "console/overview.html",
         answered_hour=answered[-1][1] if answered else 0,
         answered_day=sum(count for _, count in answered),
-        users=active_users(s.redis, now),
+        users=active_users(s.users, now),
         spend=spend_today(now),
         depth=s.jobs.depth(),
         memory=memory,

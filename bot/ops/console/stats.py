@@ -1,65 +1,13 @@
-"""What the overview reads: active users, Redis memory, the messages-per-hour chart."""
+"""The overview's messages-per-hour chart, laid out for the template's SVG, and byte sizes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
-
-import redis
-from redis.cluster import RedisCluster
-
-from bot.exceptions import StoreUnavailable
-from bot.storage.users import scan_users
+from typing import Iterable
 
 #: The chart's drawing area, in SVG user units (the CSS scales it to the page's width).
 CHART_W, CHART_H, CHART_LEFT, CHART_BOTTOM = 720, 180, 36, 22
-
-
-def active_users(client: redis.Redis, now: float) -> dict[str, int]:
-    """Return how many users wrote in the last hour and day, and how many are stored (one
-    SCAN of chat_context, every master of a cluster)."""
-    hour = day = total = 0
-    try:
-        for _user, last in scan_users(client):
-            total += 1
-            if last is not None and now - last <= 86400:
-                day += 1
-                hour += now - last <= 3600
-    except redis.RedisError as err:
-        raise StoreUnavailable(str(err)) from err
-    return {"hour": hour, "day": day, "total": total}
-
-
-@dataclass(frozen=True)
-class Memory:
-    """What INFO memory says of one Redis server."""
-
-    node: str
-    used: int
-    peak: int
-    maxmemory: int
-
-    @property
-    def share(self) -> float | None:
-        """Return used / maxmemory, or None when there is no limit."""
-        return self.used / self.maxmemory if self.maxmemory else None
-
-
-def redis_memory(client: Any, label: str) -> list[Memory]:
-    """Return INFO memory of a Redis, or of every master of a cluster."""
-    try:
-        if isinstance(client, RedisCluster):
-            by_node = client.info("memory", target_nodes=RedisCluster.PRIMARIES)
-            infos = sorted(by_node.items()) if isinstance(by_node, dict) and "used_memory" not in by_node \
-                else [(label, by_node)]
-        else:
-            infos = [(label, client.info("memory"))]
-    except redis.RedisError as err:
-        raise StoreUnavailable(str(err)) from err
-    return [Memory(f"{label} {node}" if node != label else label, int(info.get("used_memory", 0)),
-                   int(info.get("used_memory_peak", 0)), int(info.get("maxmemory", 0)))
-            for node, info in infos]
 
 
 def size(n: float) -> str:

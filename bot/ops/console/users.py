@@ -10,13 +10,13 @@ import structlog
 from flask import Blueprint, Response, render_template, request
 from flask.typing import ResponseReturnValue
 
-from bot.conversation.media import PHOTO_MARK, SPOKEN_MARK
+from bot.conversation.messages import PHOTO_MARK, SPOKEN_MARK
 from bot.memory.rules import CATEGORIES
 from bot.observability.logs import mask_phone
 from bot.ops.console.auth import login_required
 from bot.ops.console.handover import handover_view
 from bot.ops.console.helpers import actor, services, user_or_404
-from bot.ops.console.listing import users_page
+from bot.users.directory import row_cost, users_page
 from bot.users.reports import export_user, usage_report, usage_totals, user_report
 
 log = structlog.get_logger(__name__)
@@ -30,8 +30,9 @@ def index() -> ResponseReturnValue:
     """List users, newest activity first; ?q= searches by number, ?page= pages."""
     s = services()
     query = request.args.get("q", "").strip()[:20]
-    page = users_page(s.redis, query, request.args.get("page", 1, type=int) or 1, s.settings.model_prices)
-    return render_template("console/users.html", page=page, query=query)
+    page = users_page(s.users, query, request.args.get("page", 1, type=int) or 1)
+    prices = s.settings.model_prices
+    return render_template("console/users.html", page=page, query=query, cost=lambda row: row_cost(row, prices))
 
 
 @bp.get("/<e164>")

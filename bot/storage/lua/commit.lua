@@ -1,5 +1,5 @@
 -- commit: record a processed message, and store its pair if it is valid and still wanted.
--- KEYS: context pending seen facts session memory entities usage vectors
+-- KEYS: context pending seen facts session memory entities usage vectors [index]
 -- A: sid; now (Unix seconds); token (the claim's: nothing is written unless this attempt
 --    still owns the MessageSid; a commit run again with it gets the first run's answer); epoch (the one the message was answered in: a reset since
 --    means the pair is not stored); reply (the text sent); pair ({user, assistant, ts, sid},
@@ -20,9 +20,10 @@
 --    bot/storage/usage.py); last_task (optional: the resolved task, kept for inspect);
 --    last_reference (optional: the knowledge-base chunk ids and scores the reply was given, for inspect);
 --    to (optional: the number the user wrote to, "whatsapp:+…", kept as reply_from: a
---    person's reply during a handover is sent from it).
+--    person's reply during a handover is sent from it); user (the +E164, for `index`: the
+--    users index of a single Redis, bot/storage/user_index.py; on a cluster the store adds it).
 -- Returns {count since summary, pending pairs dropped, seq (the user's latest pair number),
---          pair stored 0/1, {names of the triggers this commit took}}.
+--          pair stored 0/1, {names of the triggers this commit took}, context written 0/1}.
 
 local record = {st='done', ts=A.now, r=A.reply}
 local dropped, stored, taken = 0, 0, {}
@@ -89,6 +90,7 @@ else
   redis.call('HSETNX', K.context, 'message_count_since_summary', 0)
 end
 redis.call('HSET', K.context, 'last_interaction_timestamp', A.now)
+if K.index then redis.call('ZADD', K.index, A.now, A.user) end
 if A.last_task then redis.call('HSET', K.context, 'last_task', A.last_task) end
 if A.last_reference then redis.call('HSET', K.context, 'last_reference', A.last_reference) end
 if A.to and A.to ~= '' then redis.call('HSET', K.context, 'reply_from', A.to) end
@@ -127,4 +129,4 @@ refresh(K.context, A.ttl.context); refresh(K.pending, A.ttl.context)
 refresh(K.facts, A.ttl.facts); refresh(K.memory, A.ttl.facts); refresh(K.entities, A.ttl.facts)
 refresh(K.vectors, A.ttl.facts)
 refresh(K.session, A.ttl.session)
-return {num(K.context, 'message_count_since_summary'), dropped, num(K.context, 'seq'), stored, taken}
+return {num(K.context, 'message_count_since_summary'), dropped, num(K.context, 'seq'), stored, taken, 1}

@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 import pytest
 
 from bot import create_app
-from bot.conversation.media import SPOKEN_MARK
+from bot.conversation.messages import SPOKEN_MARK
 from bot.dev.standin import StandinModel
 from bot.dev.twilio_standin import TwilioStandin
 from bot.observability.metrics import DEFERRED, TYPING_INDICATORS

@@ -426,7 +426,7 @@ def test_unexpected_error_is_a_polite_reply_not_500(app, client, monkeypatch) ->
     def boom(*_args, **_kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("bug")
 
-    from bot.conversation.actions import CommandStep  # the first step after the claim
+    from bot.conversation.steps.command import CommandStep  # the first step after the claim
 
     monkeypatch.setattr(CommandStep, "__call__", boom)
     form = inbound_form(QUESTION)

@@ -19,7 +19,7 @@ _TOKEN_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
 def add_operator(redis_client: Any, name: str = OPERATOR, password: str = PASSWORD) -> None:
-    """Create an operator account, as `python -m bot operators add` does."""
+    """Create an operator account, as `whatsapp-bot operators add` does."""
     OperatorStore(redis_client).add(name, password, created_by="test")
 
 

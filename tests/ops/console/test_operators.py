@@ -1,5 +1,5 @@
 """Operator accounts: the store (hashes, reserved names, failed sign-ins) and
-`python -m bot operators add|list|remove`."""
+`whatsapp-bot operators add|list|remove`."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from bot import create_app
 from bot.storage.keys import CONTEXT_PREFIX, FACTS_PREFIX, MEMORY_PREFIX, user_key
 from bot.storage.records import Fact, Pair
+from bot.users.directory import reindex
 from tests.conftest import USER
 from tests.ops.console.support import SECRET, TOKEN, say, sign_in
 
@@ -57,6 +58,8 @@ def test_users_list_search_flags_and_pages(console, redis_client, monkeypatch) -
     redis_client.hset(user_key(MEMORY_PREFIX, USER), mapping={"opted_out": "1", "task_off": "1"})
     redis_client.hset(user_key(CONTEXT_PREFIX, OTHER), mapping={"last_interaction_timestamp": now - 7200})
     redis_client.hset(f"chat_handover:{{{OTHER}}}", mapping={"by": "console:admin", "since": now})
+    assert USER not in page(console, "/console/users")  # stored before the index: not listed until...
+    assert reindex(console.application.extensions["bot.services"].users) == 2  # ...`users reindex`
     text = page(console, "/console/users")
     assert text.index(USER) < text.index(OTHER)  # newest activity first
     row = text[text.index(USER):text.index(OTHER)]
@@ -66,8 +69,8 @@ def test_users_list_search_flags_and_pages(console, redis_client, monkeypatch) -
     searched = page(console, "/console/users?q=+44 7700")
     assert OTHER in searched and USER not in searched
     assert "No user" in page(console, "/console/users?q=999999")
-    from bot.ops.console import listing
-    monkeypatch.setattr(listing, "PAGE_SIZE", 1)
+    from bot.users import directory
+    monkeypatch.setattr(directory, "PAGE_SIZE", 1)
     first, second = page(console, "/console/users"), page(console, "/console/users?page=2")
     assert USER in first and OTHER not in first and "Page 1 of 2" in first
     assert OTHER in second and USER not in second

@@ -1,6 +1,6 @@
-"""The command step: carry out a recognised command (bot/conversation/commands.py recognises
-them): reset, operator reset, opt-out and opt-in, /task:off and /task:on, the erase request
-and its confirmation, a topic shift."""
+"""The command step: read the message's text and carry out a recognised command
+(bot/conversation/commands.py recognises them): reset, operator reset, opt-out and opt-in,
+/task:off and /task:on, the erase request and its confirmation, a topic shift."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import time
 
 import structlog
 
-from bot.config import Settings
 from bot.conversation import commands
 from bot.conversation.commands import Command
 from bot.conversation.messages import message_text
-from bot.conversation.pipeline import Turn
+from bot.conversation.turn import Turn
 from bot.conversation.replies import (
     COMMAND_UNAVAILABLE_REPLY,
     EMPTY_MESSAGE_REPLY,
@@ -41,7 +40,7 @@ def carry_out(
     turn: Turn,
     command: Command | None,
     users: UserData,
-    settings: Settings,
+    erase_confirm_s: int,
     memory_commands: bool,
     erase_requested_at: float | None,
 ) -> None:
@@ -49,7 +48,7 @@ def carry_out(
     StoreUnavailable when Redis cannot carry it out (nothing is pretended)."""
     user = turn.msg.user
     kind = command.kind if command is not None else None
-    if turn.claim is None and kind not in (None, "topic_shift"):
+    if turn.stored.claim is None and kind not in (None, "topic_shift"):
         raise StoreUnavailable("Redis was unreachable at claim")
     if erase_requested_at is not None and kind != "erase_confirm" and memory_commands:
         try:
@@ -58,7 +57,7 @@ def carry_out(
         except StoreUnavailable as err:  # the request lapses by itself after ERASE_CONFIRM_S
             log.error("store.unavailable", stage="erase_cancel", error=str(err))
     if kind in MEMORY_COMMANDS:
-        _memory_command(turn, kind, users, settings)
+        _memory_command(turn, kind, users, erase_confirm_s)
     elif kind in ("task_off", "task_on"):
         set_task_extraction(users, user, kind == "task_on", actor=user, via="user")
         _done(turn, TASK_ON_REPLY if kind == "task_on" else TASK_OFF_REPLY, kind)
@@ -68,14 +67,15 @@ def carry_out(
     elif kind == "operator_reset" and command is not None and command.target:
         reset_conversation(users, command.target, user, via="operator")
         _done(turn, OPERATOR_RESET_REPLY.format(target=command.target), "operator_reset")
-    elif kind == "topic_shift" and turn.claim is not None:
+    elif kind == "topic_shift" and turn.stored.claim is not None:
         # The old topic is not carried verbatim: answer from the summary alone, and
         # have the worker fold the old pairs into the summary now (hand-off).
-        turn.topic_shift = True
-        turn.context = Context(summary=turn.context.summary, epoch=turn.context.epoch)
+        turn.found.topic_shift = True
+        context = turn.stored.context
+        turn.stored.context = Context(summary=context.summary, epoch=context.epoch)
 
 
-def _memory_command(turn: Turn, kind: str, users: UserData, settings: Settings) -> None:
+def _memory_command(turn: Turn, kind: str, users: UserData, erase_confirm_s: int) -> None:
     """Carry out opt-out, opt-in and erase."""
     user = turn.msg.user
     if kind in ("opt_out", "opt_in"):
@@ -83,11 +83,11 @@ def _memory_command(turn: Turn, kind: str, users: UserData, settings: Settings) 
         _done(turn, OPT_OUT_REPLY if kind == "opt_out" else OPT_IN_REPLY, kind)
     elif kind == "erase":
         users.meta.set_meta(user, erase_requested_at=str(time.time()))
-        minutes = max(1, settings.ERASE_CONFIRM_S // 60)
+        minutes = max(1, erase_confirm_s // 60)
         _done(turn, ERASE_CONFIRM_REPLY.format(minutes=minutes), "erase_requested")
     else:
         erase_user(users, user, user, via="user")
-        turn.touch_context = False  # everything is gone: the commit must not write it back
+        turn.record.touch_context = False  # everything is gone: the commit must not write it back
         _done(turn, ERASED_REPLY, "erased")
 
 
@@ -101,13 +101,18 @@ class CommandStep:
 
     name = "command"
     records = False
+    reads = ("stored.claim", "stored.context", "heard.text")
+    writes = ("heard.text", "stored.context", "found.topic_shift", "record.touch_context",
+              "answer.reply", "answer.reason", "answer.status")
 
-    def __init__(self, settings: Settings, users: UserData, memory_commands: bool) -> None:
-        self.settings = settings
+    def __init__(self, users: UserData, memory_commands: bool, *, erase_confirm_s: int, reset_phrases: str,
+                 topic_phrases: str, operators: frozenset[str]) -> None:
         self.users = users
         self.memory_commands = memory_commands  # opt-out, opt-in and erase; off for the baseline
-        self.reset_phrases = commands.parse_phrases(settings.RESET_PHRASES)
-        self.topic_phrases = commands.parse_phrases(settings.TOPIC_SHIFT_PHRASES)
+        self.erase_confirm_s = erase_confirm_s  # ERASE_CONFIRM_S
+        self.reset_phrases = commands.parse_phrases(reset_phrases)
+        self.topic_phrases = commands.parse_phrases(topic_phrases)
+        self.operators = operators
 
     def __call__(self, turn: Turn) -> None:
         if turn.msg.has_attachment:
@@ -115,22 +120,22 @@ class CommandStep:
             # but YES still cancels a pending erase.
             self._carry_out(turn, None)
             return
-        turn.text, reason = message_text(turn.msg)
-        if turn.text is None:
-            if turn.claim is not None:  # with Redis down nothing is counted as a rejected pair
+        turn.heard.text, reason = message_text(turn.msg)
+        if turn.heard.text is None:
+            if turn.stored.claim is not None:  # with Redis down nothing is counted as a rejected pair
                 log.info("pair.rejected", reason=reason)
                 MESSAGES.labels(outcome="rejected", reason=reason).inc()
             turn.settle(EMPTY_MESSAGE_REPLY, reason=reason)
             return
         user = turn.msg.user
-        requested = turn.memory.erase_requested_at
-        erase_pending = requested is not None and time.time() - requested < self.settings.ERASE_CONFIRM_S
+        requested = turn.stored.memory.erase_requested_at
+        erase_pending = requested is not None and time.time() - requested < self.erase_confirm_s
         command = commands.recognise(
-            turn.text,
+            turn.heard.text,
             user,
             reset_phrases=self.reset_phrases,
             topic_phrases=self.topic_phrases,
-            operators=self.settings.operators,
+            operators=self.operators,
             erase_pending=erase_pending,
         )
         kind = command.kind if command is not None else None
@@ -143,7 +148,8 @@ class CommandStep:
         said, never pretended."""
         kind = command.kind if command is not None else None
         try:
-            carry_out(turn, command, self.users, self.settings, self.memory_commands, turn.memory.erase_requested_at)
+            carry_out(turn, command, self.users, self.erase_confirm_s, self.memory_commands,
+                      turn.stored.memory.erase_requested_at)
         except StoreUnavailable as err:
             # Never pretend, and never hand a command to the model as a normal message.
             log.error("command.unavailable", command=kind, error=str(err))

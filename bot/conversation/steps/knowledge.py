@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import structlog
 
-from bot.conversation.pipeline import Turn
+from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
 from bot.knowledge.index import KnowledgeIndex
 from bot.knowledge.reference import Reference
@@ -32,12 +32,14 @@ class KnowledgeStep:
 
     name = "knowledge"
     records = False
+    reads = ("stored.claim", "stored.read_along", "heard.text", "found.task", "found.vector")
+    writes = ("found.knowledge_rules", "found.reference_trace", "found.reference")
 
     def __init__(self, retriever: Retriever | None) -> None:
         self.retriever = retriever
 
     def __call__(self, turn: Turn) -> None:
-        if self.retriever is None or turn.text is None:
+        if self.retriever is None or turn.heard.text is None:
             return
         index = self._index(turn)
         if index is None:
@@ -46,10 +48,11 @@ class KnowledgeStep:
         if not len(index):
             KNOWLEDGE_RETRIEVALS.labels(outcome="empty").inc()
             return
-        turn.knowledge_rules = True
-        query = turn.task.task if turn.task is not None else turn.text
+        turn.found.knowledge_rules = True
+        task, vector = turn.found.task, turn.found.vector
+        query = task.task if task is not None else turn.heard.text
         # the turn's embedding (the embed step), read after BM25; without one, words alone
-        reference = self.retriever.search(query, index, vector=turn.vector.get if turn.vector else lambda: None)
+        reference = self.retriever.search(query, index, vector=vector.get if vector else lambda: None)
         KNOWLEDGE_RETRIEVALS.labels(outcome="hit" if reference.hit else "miss").inc()
         log.info(
             "knowledge.retrieved",
@@ -60,16 +63,16 @@ class KnowledgeStep:
             embedded=reference.embedded,
             tokens=reference.tokens,
         )
-        turn.reference_trace = trace(reference)
+        turn.found.reference_trace = trace(reference)
         if reference.hit:
-            turn.reference = reference
+            turn.found.reference = reference
 
     def _index(self, turn: Turn) -> KnowledgeIndex | None:
         """Return the index at the version the claim read; the one held when Redis failed."""
         assert self.retriever is not None
-        if turn.claim is None:  # Redis was unreachable: answer from the index this process has
+        if turn.stored.claim is None:  # Redis was unreachable: answer from the index this process has
             return self.retriever.current
-        version = turn.read_along.get(VERSION_FIELD, UNREAD)
+        version = turn.stored.read_along.get(VERSION_FIELD, UNREAD)
         try:
             return self.retriever.index(None if version is UNREAD else (version or "0"))
         except StoreUnavailable as err:

@@ -13,9 +13,8 @@ then falls back to words. After three failures in a row the step stops asking fo
 
 from __future__ import annotations
 
-from bot.config import Settings
 from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
-from bot.conversation.pipeline import Turn
+from bot.conversation.turn import Turn
 from bot.llm.embeddings import Embedder, MessageVector, has_words
 from bot.observability.metrics import MESSAGE_EMBEDDINGS
 
@@ -25,15 +24,18 @@ class EmbedStep:
 
     name = "embed"
     records = False
+    reads = ("heard.text", "found.task")
+    writes = ("found.vector",)
 
-    def __init__(self, settings: Settings, embedder: Embedder | None) -> None:
+    def __init__(self, embedder: Embedder | None, deadline_s: float) -> None:
         self.embedder = embedder
-        self.deadline_s = settings.EMBEDDING_DEADLINE_S
+        self.deadline_s = deadline_s  # EMBEDDING_DEADLINE_S
 
     def __call__(self, turn: Turn) -> None:
-        if self.embedder is None or turn.text is None:
+        if self.embedder is None or turn.heard.text is None:
             return
-        text = turn.task.task if turn.task is not None else turn.text
+        task = turn.found.task
+        text = task.task if task is not None else turn.heard.text
         if not has_words(text):
             MESSAGE_EMBEDDINGS.labels(outcome="skipped").inc()
             return
@@ -44,4 +46,4 @@ class EmbedStep:
         if not self.embedder.breaker.allow():  # the model kept failing: words, without waiting
             MESSAGE_EMBEDDINGS.labels(outcome="paused").inc()
             return
-        turn.vector = MessageVector(self.embedder, text, budget)
+        turn.found.vector = MessageVector(self.embedder, text, budget)

@@ -1,5 +1,5 @@
 """The media step: a voice note becomes its transcript, a photo an image part for the reply
-call, a shared location a line of text (issue 19). It runs after `rate-limit` (a flood of
+call, a shared location a line of text (docs/media.md). It runs after `rate-limit` (a flood of
 voice notes costs no downloads) and before `entities`, so every later step handles the
 result as it handles typed text. A redelivery stops at `claim`: nothing is fetched or
 transcribed twice.
@@ -16,11 +16,11 @@ from typing import Protocol
 
 import structlog
 
-from bot.config import PROMPT_FRAME_TOKENS, Settings
+from bot.config.media import MediaSettings
 from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
 from bot.conversation import filtering
-from bot.conversation.messages import MediaItem
-from bot.conversation.pipeline import Turn
+from bot.conversation.messages import PHOTO_MARK, SPOKEN_MARK, MediaItem
+from bot.conversation.turn import Turn
 from bot.conversation.replies import (
     MEDIA_FAILED_REPLY,
     PHOTO_TOO_LARGE_REPLY,
@@ -44,11 +44,6 @@ from bot.storage.records import decode_facts
 
 log = structlog.get_logger(__name__)
 
-#: The stored pair's user side of a voice note starts with this, so inspect, export and the
-#: summary know it was spoken.
-SPOKEN_MARK = "🎤 "
-#: ...and a photo's is "[Photo] caption".
-PHOTO_MARK = "[Photo]"
 #: Photo types the model takes (WhatsApp stickers are WebP).
 PHOTO_SUBTYPES = ("jpeg", "jpg", "png", "webp")
 #: Attachment families counted by name; anything else is "other".
@@ -82,10 +77,14 @@ class MediaStep:
 
     name = "media"
     records = False
+    reads = ("stored.claim",)
+    writes = ("heard.text", "heard.stored_text", "heard.transcript", "heard.reply_prefix", "heard.image",
+              "answer.reply", "answer.reason")
 
     def __init__(
-        self, settings: Settings, source: MediaSource | None, transcriber: Transcriber | None,
-        facts: FactStore | None, counter: TokenCounter,
+        self, settings: MediaSettings, source: MediaSource | None, transcriber: Transcriber | None,
+        facts: FactStore | None, counter: TokenCounter, *, redis_worst_s: float, image_room: int,
+        placeholders: bool,
     ) -> None:
         self.settings = settings
         self.source = source
@@ -93,7 +92,10 @@ class MediaStep:
         self.facts = facts
         self.counter = counter
         # Kept for the reply: the model's minimum, and the commit and hand-off at worst.
-        self.reserve_s = MIN_MODEL_AFTER_MEDIA_S + 2 * settings.redis_worst_s
+        self.reserve_s = MIN_MODEL_AFTER_MEDIA_S + 2 * redis_worst_s
+        # The prompt's budget less the frame and the memory block's share: a photo and its caption fit in it.
+        self.image_room = image_room
+        self.placeholders = placeholders  # MEDIA_PLACEHOLDERS
 
     def __call__(self, turn: Turn) -> None:
         msg = turn.msg
@@ -102,9 +104,9 @@ class MediaStep:
         caption = msg.body.strip()
         if not msg.media:
             assert msg.location is not None
-            turn.text = location_line(msg.location, caption)
+            turn.heard.text = location_line(msg.location, caption)
             self._count("location", "answered")
-            if self.facts is not None and turn.claim is not None and not turn.memory.opted_out:
+            if self.facts is not None and turn.stored.claim is not None and not turn.stored.memory.opted_out:
                 try:
                     remember_location(self.facts, msg.user, msg.location)
                 except StoreUnavailable as err:  # the answer still knows where they are
@@ -147,11 +149,11 @@ class MediaStep:
             self._refuse(turn, "voice", "transcription_failed", VOICE_FAILED_REPLY, detail=err.reason,
                          seconds=round(seconds, 1))
             return
-        turn.text = transcript.text
-        turn.stored_text = f"{SPOKEN_MARK}{transcript.text}"
-        turn.transcript = transcript
+        turn.heard.text = transcript.text
+        turn.heard.stored_text = f"{SPOKEN_MARK}{transcript.text}"
+        turn.heard.transcript = transcript
         if self.settings.VOICE_ECHO:
-            turn.reply_prefix = echo(transcript.text)
+            turn.heard.reply_prefix = echo(transcript.text)
         self._count("voice", "answered")
         log.info("media.voice", bytes=len(data), seconds=round(seconds, 1), chars=len(transcript.text))
         log.debug("media.transcript", text=transcript.text)
@@ -169,23 +171,23 @@ class MediaStep:
         except UnreadableImage as err:
             self._refuse(turn, "photo", "unreadable", PHOTO_UNREADABLE_REPLY, detail=str(err), bytes=len(data))
             return
-        turn.text = text
-        turn.stored_text = f"{PHOTO_MARK} {caption}" if caption else PHOTO_MARK
-        turn.image = image
+        turn.heard.text = text
+        turn.heard.stored_text = f"{PHOTO_MARK} {caption}" if caption else PHOTO_MARK
+        turn.heard.image = image
         self._count("photo", "answered")
         log.info("media.photo", bytes=len(data), format=image.format, width=image.width, height=image.height,
                  detail=image.detail, image_tokens=image.tokens, caption=bool(caption))
 
     def _other(self, turn: Turn, caption: str) -> None:
-        """Video, documents, contacts, or media turned off: as before issue 19."""
+        """Video, documents, contacts, or media turned off: a placeholder, the caption, or a polite reply."""
         family = turn.msg.media[0].family
         kind = family if family in OTHER_KINDS else "other"  # a bounded label, whatever was sent
-        if self.settings.MEDIA_PLACEHOLDERS:
+        if self.placeholders:
             placeholder = media_placeholder(turn.msg.media_types)
-            turn.text = f"{placeholder} {caption}".strip()
+            turn.heard.text = f"{placeholder} {caption}".strip()
             self._count(kind, "placeholder")
         elif caption:
-            turn.text = caption
+            turn.heard.text = caption
             self._count(kind, "caption_only")
         else:
             reply = unsupported_media_reply(self.settings.VOICE, self.settings.VISION)
@@ -214,12 +216,11 @@ class MediaStep:
     def _image_room(self, text: str) -> int:
         """Return the tokens a photo may take: the prompt's budget less the frame, the
         memory block's share and the caption, so the image always fits."""
-        settings = self.settings
-        return settings.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS - settings.MEMORY_MAX_TOKENS - self.counter.count(text) - 8
+        return self.image_room - self.counter.count(text) - 8
 
     def _language(self, turn: Turn) -> str | None:
         """Return the user's language from their stored facts, if one is known."""
-        facts = decode_facts(turn.memory.facts)
+        facts = decode_facts(turn.stored.memory.facts)
         fact = facts.get("language")
         return language_code(fact.value) if fact is not None else None
 

@@ -1,4 +1,4 @@
-"""The entities step: which of the user's known entities this message names (design note 3).
+"""The entities step: which of the user's known entities this message names (docs/entities.md).
 
 It runs before `memory`, with no model call: an index of the user's entity names, kept per
 process while their entities version stands (bot/memory/matching.py), so a message costs
@@ -11,7 +11,7 @@ import time
 
 import structlog
 
-from bot.conversation.pipeline import Turn
+from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
 from bot.memory.matching import EntityMatcher
 from bot.storage.entities import VERSION_FIELD
@@ -24,21 +24,24 @@ class EntityMatchStep:
 
     name = "entities"
     records = False
+    reads = ("stored.claim", "heard.text")
+    writes = ("found.entity_matches", "found.entities")
 
     def __init__(self, matcher: EntityMatcher | None) -> None:
         self.matcher = matcher
 
     def __call__(self, turn: Turn) -> None:
-        version = turn.memory.meta.get(VERSION_FIELD, "")
-        if self.matcher is None or turn.claim is None or turn.text is None or not version:
+        version = turn.stored.memory.meta.get(VERSION_FIELD, "")
+        text = turn.heard.text
+        if self.matcher is None or turn.stored.claim is None or text is None or not version:
             return
         started = time.perf_counter()
         try:
-            recall = self.matcher.recall(turn.msg.user, turn.text, version)
+            recall = self.matcher.recall(turn.msg.user, text, version)
         except StoreUnavailable as err:  # memory by category alone, this once
             log.warning("store.unavailable", stage="entities", error=str(err))
             return
-        turn.entity_matches, turn.entities = recall.matches, recall.entities
+        turn.found.entity_matches, turn.found.entities = recall.matches, recall.entities
         if recall.matches:
             log.info(
                 "entities.matched",

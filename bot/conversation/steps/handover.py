@@ -14,8 +14,7 @@ import time
 
 import structlog
 
-from bot.config import Settings
-from bot.conversation.pipeline import Turn
+from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
 from bot.storage.handover import USER, HandoverStore, LogEntry
 from bot.users.data import UserData
@@ -32,14 +31,17 @@ class HandoverStep:
 
     name = "handover"
     records = False
+    reads = ("stored.claim", "heard.text", "heard.stored_text")
+    writes = ("stored.context", "answer.reply", "answer.reason", "answer.status")
 
-    def __init__(self, settings: Settings, users: UserData, handover: HandoverStore) -> None:
-        self.notice = settings.HANDOVER_NOTICE
+    def __init__(self, users: UserData, handover: HandoverStore, notice: str) -> None:
+        self.notice = notice  # HANDOVER_NOTICE
         self.users = users
         self.handover = handover
 
     def __call__(self, turn: Turn) -> None:
-        if turn.claim is None or turn.text is None:  # Redis down, or nothing readable
+        text = turn.heard.text
+        if turn.stored.claim is None or text is None:  # Redis down, or nothing readable
             return
         user = turn.msg.user
         try:
@@ -47,12 +49,12 @@ class HandoverStep:
             if handover is None:
                 if log_left:  # the TTL lapsed before anyone handed back: fold what was said
                     fold(self.users, self.handover, user)
-                    turn.context = self.users.store.load(user)
+                    turn.stored.context = self.users.store.load(user)
                 return
-            self.handover.append(user, LogEntry(USER, turn.stored_text or turn.text, time.time()))
+            self.handover.append(user, LogEntry(USER, turn.heard.stored_text or text, time.time()))
             first = self.handover.mark_notified(user)
         except StoreUnavailable as err:
             log.error("store.unavailable", stage="handover", error=str(err))
             return
-        log.info("handover.message", notified=first, chars=len(turn.text))
+        log.info("handover.message", notified=first, chars=len(text))
         turn.settle(self.notice if first else "", reason=HANDOVER, status=HANDOVER)

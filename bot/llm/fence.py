@@ -1,5 +1,5 @@
 """Fenced, read-only data inside a prompt: text the model must treat as data, never as
-instructions (design note 5). The memory block, the conversation summary, the knowledge
+instructions (docs/memory.md). The memory block, the conversation summary, the knowledge
 base's reference block and the extraction request's known facts all put stored text
 through `inert`."""
 
