@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean venv
+.PHONY: run test bench clean venv cli
 
 venv: $(STAMP)
 
@@ -26,6 +26,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	TEST_REDIS_TOPOLOGY=cluster TEST_EMBEDDINGS=off $(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/dev \
 		--ignore=tests/browser
+
+## cli: the command-line tools, as .venv/bin/whatsapp-bot (make cli ARGS="chat")
+cli: $(STAMP)
+	$(BIN)/whatsapp-bot $(ARGS)
 
 ## bench: the benchmarks in bench/ (figures, not pass/fail)
 bench: $(STAMP)

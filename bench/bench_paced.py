@@ -1,4 +1,4 @@
-"""Paced load on the processes `make run` starts (the Procfile: gunicorn 2 x 32 threads, the
+"""Paced load on the Procfile's processes at production sizing (gunicorn 2 x 32 threads, the
 worker supervisor with WORKER_PROCESSES RQ workers), with a slow model.
 
 Prints figures; asserts nothing. Everything runs on 127.0.0.1, and the run is bounded by

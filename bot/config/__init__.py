@@ -269,14 +269,9 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
             raise ValueError(f"{len(bad)} entr{'y is' if len(bad) == 1 else 'ies are'} not +E164")
         return ",".join(numbers)
 
-    @field_validator("ADMIN_TOKEN", mode="before")
-    @classmethod
-    def _empty_token(cls, value: object) -> object:
-        return None if value == "" else value
-
     @field_validator(
         "ORG_FACTS_FILE", "EXTRACTION_MODEL", "ENTITY_MODEL", "TASK_MODEL", "PSEUDONYM_SECRET", "TWILIO_AUTH_TOKEN", "OPENAI_API_KEY",
-        "OPENAI_BASE_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", mode="before",
+        "OPENAI_BASE_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", "ADMIN_TOKEN", mode="before",
     )
     @classmethod
     def _empty_none(cls, value: object) -> object:

@@ -109,13 +109,16 @@ def _wait_ready(process: subprocess.Popen[bytes], url: str) -> None:
 
 
 def start_redis_server(
-    directory: Path, *, port: int | None = None, unix: bool = False, extra: Sequence[str] = ()
+    directory: Path, *, port: int | None = None, unix: bool = False, extra: Sequence[str] = (),
+    persist: bool = False,
 ) -> EmbeddedRedis:
     """Start redis-server with its files in `directory`: on TCP 127.0.0.1:port (a free one
-    when None), or on a unix socket only; no persistence. Wait until it answers."""
+    when None), or on a unix socket only. No persistence, unless `persist`: then it loads
+    `directory`/dump.rdb at start, and saves it every minute with changes and at SIGTERM.
+    Wait until it answers."""
     directory.mkdir(parents=True, exist_ok=True)
-    args = ["--dir", str(directory), "--save", "", "--appendonly", "no", "--daemonize", "no",
-            "--bind", "127.0.0.1"]
+    args = ["--dir", str(directory), "--save", *(["60", "1"] if persist else [""]), "--dbfilename", "dump.rdb",
+            "--appendonly", "no", "--daemonize", "no", "--bind", "127.0.0.1"]
     if unix:
         socket_file = directory / "redis.sock"
         args += ["--port", "0", "--unixsocket", str(socket_file), "--unixsocketperm", "700"]

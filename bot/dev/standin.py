@@ -40,6 +40,7 @@ from bot.dev import standin_audio
 from bot.dev.standin_http import Step, _Server, client_gone
 from bot.dev.standin_entities import ENTITY_SCHEMA_NAME, extract_request_entities
 from bot.dev.standin_facts import extract_request_facts
+from bot.dev.standin_given import given, summary_reply
 from bot.dev.standin_images import InvalidImage, SeenImage, message_images, text_parts
 from bot.dev.standin_tasks import TASK_SCHEMA_NAME, extract_request_task
 from bot.dev.standin_knowledge import embeddings, reference_reply
@@ -47,6 +48,8 @@ from bot.llm.tokens import TokenCounter
 from bot.observability.logs import configure_logging
 
 CANNED_NOTICE = "(canned reply from the stand-in model)"
+#: The message is quoted up to this many characters.
+QUOTE_CHARS = 80
 #: What the stand-in says it is on /v1/models ("owned_by"), so `eval` can tell.
 STANDIN_OWNER = "bot-standin"
 #: The Structured Outputs schema name of fact extraction (bot/memory/schema.py).
@@ -161,11 +164,15 @@ class StandinModel:
                     return self._steps.pop(i)
         return None
 
-    def canned_reply(self, last_user: str, images: list[SeenImage] | None = None) -> str:
-        """Return the deterministic default answer to a message and the images it holds."""
+    def canned_reply(self, last_user: str, images: list[SeenImage] | None = None, context: str = "") -> str:
+        """Return the deterministic default answer to a message, the images it holds and what
+        else reached the model (bot/dev/standin_given.py)."""
         digest = hashlib.sha256(last_user.encode()).hexdigest()[:8]
         seen = "".join(f"I see {image.describe()}. " for image in images or [])
-        head = f"{CANNED_NOTICE} {seen}You wrote {len(last_user)} characters [{digest}]. "
+        quoted = " ".join(last_user.split())
+        quoted = quoted if len(quoted) <= QUOTE_CHARS else quoted[: QUOTE_CHARS - 1].rstrip() + "…"
+        head = f"{CANNED_NOTICE} {seen}You wrote {len(last_user)} characters [{digest}]: “{quoted}”. "
+        head += f"{context} " if context else ""
         text = head
         while len(text) < self.reply_chars:
             text += _FILLER
@@ -210,8 +217,9 @@ class StandinModel:
         content = step.content
         if content is None:
             last_images = next((seen for m, seen in zip(messages[::-1], images[::-1]) if m.get("role") == "user"), [])
-            content = self.canned_json(body) if _wants_json(body) else (
-                reference_reply(messages, CANNED_NOTICE) or self.canned_reply(last_user, last_images))
+            content = self.canned_json(body) if _wants_json(body) else summary_reply(messages) or (
+                reference_reply(messages, CANNED_NOTICE, given(messages))
+                or self.canned_reply(last_user, last_images, given(messages)))
         prompt_tokens = sum(  # the cookbook's count: framing, role and text per message, and images
             self._counter.message_cost(str(m.get("role", "")), "".join(text_parts(m.get("content"))))
             + sum(image.tokens() for image in seen) for m, seen in zip(messages, images)

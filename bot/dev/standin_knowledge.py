@@ -50,8 +50,9 @@ def embeddings(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
-def reference_reply(messages: list[dict[str, Any]], notice: str) -> str | None:
-    """Return a reply quoting the first passage of the prompt's REFERENCE block, if any."""
+def reference_reply(messages: list[dict[str, Any]], notice: str, context: str = "") -> str | None:
+    """Return a reply quoting the first passage of the prompt's REFERENCE block, if any, and
+    `context` (what else the model was given)."""
     for message in messages:
         content = message.get("content")
         if message.get("role") != "system" or not isinstance(content, str) or not content.startswith(REFERENCE_HEADER):
@@ -64,5 +65,5 @@ def reference_reply(messages: list[dict[str, Any]], notice: str) -> str | None:
                     continue
                 source, _, body = passage.partition("\n")
                 first = " ".join(body.split())[:220]
-                return f"{notice} From the reference ({source}): {first}"
+                return f"{notice} From the reference ({source}): {first}" + (f" {context}" if context else "")
     return None

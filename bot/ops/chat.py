@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import mimetypes
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
@@ -52,6 +53,7 @@ class Reply:
     messages: list[str]
     error: str = ""
     deferred: bool = False  # a worker answers it, through the Messages API (docs/deferred.md)
+    handover: bool = False  # a person holds the conversation: their replies come by API
 
 
 class ChatClient:
@@ -66,6 +68,7 @@ class ChatClient:
         self.account_sid = account_sid or DEV_ACCOUNT
         self.media_base = media_base.rstrip("/") if media_base else None  # the Twilio stand-in
         self._api_seen = 0  # messages of the stand-in's Messages API already shown
+        self._feed_lock = threading.Lock()
 
     def form(self, text: str) -> dict[str, str]:
         """Return Twilio's form for a message; /voice, /photo and /location carry media."""
@@ -123,14 +126,15 @@ class ChatClient:
         last call (none without the stand-in)."""
         if self.media_base is None:
             return []
-        query = urllib.parse.urlencode({"to": f"whatsapp:{self.user}", "after": self._api_seen})
-        try:
-            with urllib.request.urlopen(f"{self.media_base}/_standin/messages?{query}", timeout=5) as response:  # noqa: S310
-                feed = json.loads(response.read())
-        except (OSError, ValueError):
-            return []
-        self._api_seen = int(feed.get("total", self._api_seen))
-        return [str(m.get("body", "")) for m in feed.get("messages", [])]
+        with self._feed_lock:  # the terminal's poller and the conversation both read the feed
+            query = urllib.parse.urlencode({"to": f"whatsapp:{self.user}", "after": self._api_seen})
+            try:
+                with urllib.request.urlopen(f"{self.media_base}/_standin/messages?{query}", timeout=5) as response:  # noqa: S310
+                    feed = json.loads(response.read())
+            except (OSError, ValueError):
+                return []
+            self._api_seen = int(feed.get("total", self._api_seen))
+            return [str(m.get("body", "")) for m in feed.get("messages", [])]
 
     def skip_sent(self) -> None:
         """Forget what was sent to the user before this conversation."""
@@ -151,23 +155,26 @@ class ChatClient:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - our URL
                 body = response.read()
                 status = response.status
-                deferred = response.headers.get("X-Bot-Reply") == "deferred"
+                marked = response.headers.get("X-Bot-Reply")
         except urllib.error.HTTPError as err:
             return Reply(err.code, [], err.read().decode(errors="replace").strip()[:200])
         messages = [m.text or "" for m in ElementTree.fromstring(body).iter("Message")] if body.strip() else []
-        return Reply(status, messages, deferred=deferred)
+        return Reply(status, messages, deferred=marked == "deferred", handover=marked == "handover")
 
 
 def converse(client: ChatClient, lines: Iterable[str], wait_s: float = DEFERRED_WAIT_S) -> int:
-    """Send each line until an empty one or the end; print each reply message, the ones sent
-    through the Messages API included."""
+    """Send each line until an empty one or the end; print each reply message, and every
+    message sent to the user through the Messages API, marked: `bot (by API)>` for a reply a
+    worker sent, `person>` for what a person wrote during a handover."""
     client.skip_sent()
+    handover = False
+    if sys.stdin.isatty():  # at a terminal, what a person or a worker sends shows as it comes
+        threading.Thread(target=poll_sent, args=(client, lambda: handover), daemon=True).start()
     for text in lines:
         text = text.rstrip("\n")
         if not text.strip():
             break
-        for message in client.sent_by_api():  # a person's reply in a handover, a late reply
-            print(f"bot> {message}", flush=True)
+        show_sent(client.sent_by_api(), handover)  # a person's reply in a handover, a late reply
         try:
             reply = client.send(text)
         except ChatError as err:
@@ -178,12 +185,32 @@ def converse(client: ChatClient, lines: Iterable[str], wait_s: float = DEFERRED_
             if reply.status == 403:
                 print("the server refused the signature: is TWILIO_AUTH_TOKEN the server's?", file=sys.stderr)
             continue
-        messages = reply.messages or (wait_for_api(client, wait_s) if reply.deferred else [])
-        if not messages:
-            print("bot> (no reply)")
-        for message in messages:
+        handover = reply.handover or (handover and not reply.messages)
+        if reply.deferred:
+            show_sent(wait_for_api(client, wait_s), False)
+            continue
+        if not reply.messages:
+            print("bot> (no reply" + (": a person from the team answers here)" if handover else ")"), flush=True)
+        for message in reply.messages:
             print(f"bot> {message}", flush=True)
     return 0
+
+
+def poll_sent(client: ChatClient, in_handover: Callable[[], bool], every_s: float = 1.0) -> None:
+    """Show what comes through the Messages API while the user is typing."""
+    while True:
+        time.sleep(every_s)
+        sent = client.sent_by_api()
+        if sent:
+            print()  # off the "you>" prompt
+            show_sent(sent, in_handover())
+            print("you> ", end="", flush=True)
+
+
+def show_sent(messages: list[str], handover: bool) -> None:
+    """Print messages that came through the Messages API, marked by who sent them."""
+    for message in messages:
+        print(f"{'person' if handover else 'bot (by API)'}> {message}", flush=True)
 
 
 def wait_for_api(client: ChatClient, wait_s: float) -> list[str]:

@@ -170,8 +170,9 @@ class UserPage(Console):
         return self.section("Handover").get_by_role("listitem").filter(has_text=text)
 
     def conversation_message(self, text: str) -> Any:
-        """The message of the stored conversation holding `text` (user, bot or person)."""
-        return self.section("Conversation").get_by_role("listitem").filter(has_text=text)
+        """The first message of the stored conversation holding `text` (user, bot or person;
+        the stand-in model's reply quotes the message it answers, so it comes second)."""
+        return self.section("Conversation").get_by_role("listitem").filter(has_text=text).first
 
 
 class KnowledgePage(Console):

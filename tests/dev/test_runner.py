@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -73,14 +75,28 @@ def stop(runner: subprocess.Popen[str], sig: int) -> str:
     return err
 
 
+def sign_in_to_console(port: str, name: str, password: str) -> int:
+    """Sign in to the console's form over HTTP, as a browser would; return where it led (status)."""
+    jar = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    with jar.open(f"http://127.0.0.1:{port}/console/signin", timeout=5) as r:
+        token = re.search(r'name="csrf_token" value="([^"]+)"', r.read().decode())
+    assert token is not None
+    form = urllib.parse.urlencode({"csrf_token": token.group(1), "name": name, "password": password}).encode()
+    with jar.open(f"http://127.0.0.1:{port}/console/signin", data=form, timeout=5) as r:
+        return r.status if "/console/signin" not in r.url else 401
+
+
 def test_make_run_remembers_with_the_stand_in_alone_and_stops_clean(tmp_path: Path) -> None:
     tag = uuid.uuid4().hex
-    # Extraction waits for a pause: a short one. Two worker processes, not the default twelve:
-    # the supervisor is the same, and a 2-core machine starts them in a quarter of the time.
-    env = newcomer_env(tag, EXTRACTION_IDLE_S="2", WORKER_PROCESSES="2")
+    # A newcomer's first step: .env copied from .env.example as it is (its empty values unset).
+    shutil.copy(ROOT / ".env.example", tmp_path / ".env")
+    # Extraction waits for a pause: a short one.
+    env = newcomer_env(tag, EXTRACTION_IDLE_S="2")
     runner = start_runner(tmp_path, env)
     try:
         shared = wait_until_up(tmp_path, runner)
+        password = dotenv_values(tmp_path / ".run" / "console.env")["DEV_PASSWORD"]
+        assert password and sign_in_to_console(shared["PORT"], "dev", password) == 200
         first = cli(tmp_path, "chat", "--user", USER, stdin="Hi! My name is Ana and I live in Porto.\n")
         assert first.returncode == 0 and "bot> " in first.stdout, first.stderr
         deadline = time.monotonic() + 20  # the worker extracts in the background
@@ -106,8 +122,12 @@ def test_make_run_remembers_with_the_stand_in_alone_and_stops_clean(tmp_path: Pa
     finally:
         err = stop(runner, signal.SIGINT)
     assert runner.returncode == 0, err
-    assert err.rstrip().splitlines()[-1].startswith("make run: stopped web, worker, embed, stand-in and Redis")
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    lines = err.rstrip().splitlines()
+    assert lines[-1].startswith("make run: stopped web, worker, embed, stand-in and Redis")
+    assert f"password {password}" in err  # the banner says how to sign in
+    ready = next(i for i, line in enumerate(lines) if line.startswith("ready    webhook http://127.0.0.1:"))
+    assert "console http://127.0.0.1:" in lines[ready] and "chat: .venv/bin/whatsapp-bot chat" in lines[ready + 1]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "SIGKILL" not in err
     assert tagged_processes(tag) == []
     assert not (tmp_path / ".run" / "dev.env").exists()
 
@@ -115,6 +135,8 @@ def test_make_run_remembers_with_the_stand_in_alone_and_stops_clean(tmp_path: Pa
     again = start_runner(tmp_path, env, stdout=subprocess.PIPE)
     try:
         wait_until_up(tmp_path, again)
+        kept = json.loads(cli(tmp_path, "facts", USER, "--json").stdout or "{}").get("user", [])
+        assert {f["key"]: f["value"] for f in kept}.get("name") == "Ana"  # the embedded Redis kept its data
         assert again.stdout is not None
         again.stdout.close()  # `| tee log` whose tee died
     finally:

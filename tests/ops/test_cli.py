@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from werkzeug.serving import make_server
@@ -97,7 +98,7 @@ def test_each_command_needs_only_what_it_uses(redis_url: str, queue_redis_url: s
     extract = bare("extract", USER, **redis_env(redis_url, queue_redis_url))
     assert extract.returncode == 2 and "OPENAI_API_KEY: required unless OPENAI_BASE_URL" in extract.stderr
     chat = bare("chat")
-    assert chat.returncode == 2 and "TWILIO_AUTH_TOKEN: required" in chat.stderr
+    assert chat.returncode == 2 and "no bot is running here: start one with `make run`" in chat.stderr
     assert "Traceback" not in extract.stderr + chat.stderr
 
 
@@ -199,8 +200,8 @@ def test_chat_waits_for_a_deferred_reply(make_settings, redis_url, queue_redis_u
         http.shutdown()
         twilio.stop()
     assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.startswith("bot> ")]
-    assert lines[0] == "bot> (typing…)" and lines[1].startswith("bot> 🎤 “") and "Porto" in lines[1], lines
+    lines = [line for line in result.stdout.splitlines() if line.startswith("bot")]
+    assert lines[0] == "bot> (typing…)" and lines[1].startswith("bot (by API)> 🎤 “") and "Porto" in lines[1], lines
     assert "canned reply" in lines[-1] and len(lines) in (3, 4)  # the text (deferred too if it came in first)
 
 
@@ -240,9 +241,22 @@ def test_console_scripts_point_at_real_functions() -> None:
     """`whatsapp-bot` (pyproject's [project.scripts]) must keep resolving after moves."""
     import importlib
     import tomllib
-    from pathlib import Path
 
     scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
     for target in scripts.values():
         module, _, attr = target.partition(":")
         assert callable(getattr(importlib.import_module(module), attr))
+
+
+def test_chat_without_a_bot_says_how_to_start_one_at_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """No `make run` here (no .run/dev.env, no token): one line saying what to do, quickly;
+    chat loads only the settings, not the services."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TWILIO_", "REDIS_", "QUEUE_"))}
+    result = subprocess.run([sys.executable, "-m", "bot", "chat"], input="hi\n", capture_output=True, text=True,
+                            env=env, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == ("no bot is running here: start one with `make run` (in another terminal) "
+                                     "and wait for its ready line")
+    code = "import sys, bot.ops.cli, bot.ops.chat_command; print('bot.services' in sys.modules)"
+    root = Path(__file__).resolve().parents[2]
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root).stdout.strip() == "False"

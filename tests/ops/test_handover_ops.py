@@ -9,7 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot import create_app
-from bot.ops.cli import build_parser
+from bot.ops.commands import build_parser
 from bot.storage.keys import HANDOVER_PREFIX, user_key
 from tests.conftest import USER, inbound_form, sign
 

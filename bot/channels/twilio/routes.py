@@ -24,7 +24,8 @@ log = structlog.get_logger(__name__)
 
 bp = Blueprint("webhook", __name__)
 
-#: Set on the empty answer to a deferred message.
+#: Set on the empty answer to a deferred message ("deferred"), and on a message a person is to
+#: answer ("handover").
 DEFERRED_HEADER = "X-Bot-Reply"
 
 
@@ -83,6 +84,8 @@ def whatsapp() -> Response:
         model_ms=round(outcome.model_s * 1000, 1),
     )
     response = _twiml(outbound.render(outcome.reply))
+    if outcome.status == "handover":  # for tools (`chat` marks what the person sends); Twilio ignores it
+        response.headers[DEFERRED_HEADER] = "handover"
     # Standard Server-Timing: lets operators (and bench/) see our overhead apart from the model's.
     response.headers["Server-Timing"] = (
         f"app;dur={elapsed * 1000:.2f}, model;dur={outcome.model_s * 1000:.2f}"

@@ -83,8 +83,13 @@ def sentence(message: str) -> str:
     return message if message.endswith((".", "!", "?")) else message + "."
 
 
+#: What a search's outcome codes mean, in an operator's words (the codes stay in the technical detail).
+OUTCOMES = {"picked": "given", "cut_to_fit": "given, shortened", "below_min_score": "too weak a match",
+            "over_budget": "no room left in the prompt", "past_top_k": "enough passages already"}
+
+
 def chunks_label(n: int) -> str:
-    return f"{n} chunk{'s' if n != 1 else ''}"
+    return f"{n} passage{'s' if n != 1 else ''}"
 
 
 def language_label(language: str | None) -> str:
@@ -92,22 +97,23 @@ def language_label(language: str | None) -> str:
     if language:
         return language
     default = settings().KNOWLEDGE_LANGUAGE
-    return f"{default} (default)" if default else "none (no stemming)"
+    return f"{default} (default)" if default else "any (words matched as written)"
 
 
 def explain(reason: str) -> str:
-    """Return why a considered chunk was or was not injected, in the settings' words."""
+    """Return why a considered passage was or was not given to the model, with the setting
+    that decided it."""
     s = settings()
-    below = f"score below KNOWLEDGE_MIN_SCORE ({s.KNOWLEDGE_MIN_SCORE:g})"
+    below = f"a match below {s.KNOWLEDGE_MIN_SCORE:g} (KNOWLEDGE_MIN_SCORE)"
     if s.embeddings_on:
-        below = ("not close enough by words or by meaning (its words, its margin over unrelated "
-                 f"passages below KNOWLEDGE_MIN_MARGIN {s.KNOWLEDGE_MIN_MARGIN:g}, or both)")
+        below = ("not close enough by words or by meaning (its match, and how much closer it is than "
+                 f"unrelated passages, below KNOWLEDGE_MIN_MARGIN {s.KNOWLEDGE_MIN_MARGIN:g})")
     return {
-        "picked": "injected",
-        "cut_to_fit": "injected, cut at a sentence to fit",
+        "picked": "",
+        "cut_to_fit": "cut at a sentence to fit",
         "below_min_score": below,
-        "over_budget": f"no room left within KNOWLEDGE_MAX_TOKENS ({s.KNOWLEDGE_MAX_TOKENS})",
-        "past_top_k": f"past the best {KNOWLEDGE_TOP_K} chunks",
+        "over_budget": f"the prompt's room for documents (KNOWLEDGE_MAX_TOKENS {s.KNOWLEDGE_MAX_TOKENS}) is full",
+        "past_top_k": f"only the best {KNOWLEDGE_TOP_K} passages go in",
     }.get(reason, reason)
 
 
@@ -124,15 +130,15 @@ def search_result(question: str, documents: int) -> dict[str, Any]:
     if result["injected"]:
         empty = ""
     elif not documents:
-        empty = "Nothing would be injected: the knowledge base holds no documents."
+        empty = "Nothing would be given to the model: the knowledge base holds no documents."
     elif all(c["reason"] == "below_min_score" for c in considered) and result["embedded"]:
-        empty = (f"Nothing would be injected: no chunk is close enough by words or by meaning "
+        empty = (f"Nothing would be given to the model: no passage is close enough by words or by meaning "
                  f"(KNOWLEDGE_MIN_MARGIN {settings().KNOWLEDGE_MIN_MARGIN:g}).")
     elif all(c["reason"] == "below_min_score" for c in considered):
-        empty = (f"Nothing would be injected: no chunk reaches KNOWLEDGE_MIN_SCORE "
-                 f"({settings().KNOWLEDGE_MIN_SCORE:g}).")
+        empty = (f"Nothing would be given to the model: no passage is a strong enough match (KNOWLEDGE_MIN_SCORE "
+                 f"{settings().KNOWLEDGE_MIN_SCORE:g}).")
     else:
-        empty = "Nothing would be injected: see why for each chunk below."
+        empty = "Nothing would be given to the model: see why for each passage below."
     return {**result, "injected": [_with_place(p) for p in result["injected"]], "considered": considered,
             "empty": empty}
 
@@ -148,6 +154,7 @@ def index() -> ResponseReturnValue:
     found = search_result(question, len(documents)) if question else None
     return render_template(
         "console/knowledge.html", totals=totals, documents=documents, question=question, found=found,
+        outcomes=OUTCOMES, min_score=settings().KNOWLEDGE_MIN_SCORE,
         languages=sorted(LANGUAGES.items()), default_language=settings().KNOWLEDGE_LANGUAGE,
         max_doc_bytes=settings().KNOWLEDGE_MAX_DOC_BYTES, accept=ACCEPT, size=size,
         language_label=language_label, chunks_label=chunks_label,

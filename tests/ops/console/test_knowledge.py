@@ -79,12 +79,12 @@ def test_the_page_lists_documents_with_their_totals(console_app, console) -> Non
     library(console_app).add(FAQ, source="faq.md", actor="test")
     page = console.get(PAGE).get_data(as_text=True)
     assert 'class="active">Knowledge</a>' in page
-    rows = re.findall(r"<tr>\s*<td><a href=\"/console/knowledge/([\w-]+)\">([^<]+)</a>", page)
+    rows = re.findall(r"<tr>\s*<td data-label=\"Title\"><a href=\"/console/knowledge/([\w-]+)\">([^<]+)</a>", page)
     assert rows == [("faq", "FAQ"), ("opening-hours", "Opening hours")]
     assert "docs/hours.md" in page and "markdown" in page and " UTC" in page
-    assert "none (no stemming)" in page  # the FAQ has no language and there is no default
+    assert "any (words matched as written)" in page  # the FAQ has no language and there is no default
     totals = console_app.extensions["bot.services"].knowledge.totals()
-    assert re.search(rf'<h2>Chunks</h2>\s*<p class="big">{totals["chunks"]}</p>', page)
+    assert re.search(rf'<h2>Passages</h2>\s*<p class="big">{totals["chunks"]}</p>', page)
     assert re.search(rf'<h2>Version</h2>\s*<p class="big">{totals["version"]}</p>', page)
     assert re.search(r'<h2>Documents</h2>\s*<p class="big">2</p>', page)
     assert page.count("Remove</summary>") == 2 and "Type faq to confirm" in page
@@ -95,15 +95,15 @@ def test_an_upload_is_added_then_unchanged_then_replaced_and_audited(console_app
         page = flashed(console, upload(console, "faq.md", FAQ))
     (doc,) = library(console_app).documents()
     assert doc.id == "faq" and doc.source == "faq.md" and doc.chunks >= 2
-    assert f"Added faq ({doc.chunks} chunks)." in page
+    assert f"Added faq ({doc.chunks} passages)." in page
     (audit,) = audits(logs)
     assert audit["event"] == "audit.kb_added" and audit["actor"] == "console:admin" and audit["status"] == "added"
 
-    assert f"Unchanged faq ({doc.chunks} chunks)" in flashed(console, upload(console, "faq.md", FAQ))
+    assert f"Unchanged faq ({doc.chunks} passages)" in flashed(console, upload(console, "faq.md", FAQ))
     changed = FAQ + b"\n## Is there wifi?\n\nYes, ask for the password at the counter.\n"
     page = flashed(console, upload(console, "faq.md", changed))
     (doc,) = library(console_app).documents()
-    assert f"Replaced faq ({doc.chunks} chunks)." in page
+    assert f"Replaced faq ({doc.chunks} passages)." in page
     # another file name with the same title (the document's own heading) replaces it too
     page = flashed(console, upload(console, "questions.md", changed.replace(b"wifi", b"Wi-Fi")))
     assert "Replaced faq" in page and [d.source for d in library(console_app).documents()] == ["questions.md"]
@@ -196,22 +196,22 @@ def test_remove_needs_the_id_typed_and_is_audited_with_the_operator(console_app,
 @pytest.mark.embeddings
 def test_a_search_shows_what_would_be_injected_and_why(console_app, console) -> None:  # type: ignore[no-untyped-def]
     page = console.get(PAGE, query_string={"q": "When do you open on Sunday?"}).get_data(as_text=True)
-    assert "Nothing would be injected: the knowledge base holds no documents." in page
+    assert "Nothing would be given to the model: the knowledge base holds no documents." in page
     library(console_app).add(HOURS, source="hours.md", language="en", actor="test")
     library(console_app).add(FAQ, source="faq.md", language="en", actor="test")
     page = console.get(PAGE, query_string={"q": "When do you open on Sunday?"}).get_data(as_text=True)
-    assert "Search: “When do you open on Sunday?”" in page and "BM25 and embeddings, fused by rank" in page
-    injected = page.split("<h3>Injected")[1].split("<h3>Considered")[0]
+    assert "Search: “When do you open on Sunday?”" in page and "Found by words and by meaning" in page
+    injected = page.split("<h3>Given to the model")[1].split("<h3>Also looked at")[0]
     assert 'href="/console/knowledge/opening-hours#chunk-' in injected
     assert "On Sunday we open at 09:00 and close at 18:00." in injected
-    considered = page.split("<h3>Considered")[1]
-    assert '<span class="badge badge-ok">picked</span>' in considered
+    considered = page.split("<h3>Also looked at")[1]
+    assert '<span class="badge badge-ok">given</span>' in considered and "BM25" not in considered.split("<details")[0]
     assert '<th scope="col" class="num">BM25 rank</th>' in considered
     assert '<th scope="col" class="num">Similarity</th>' in considered  # the local model's columns
 
     page = console.get(PAGE, query_string={"q": "Tell me a joke about penguins"}).get_data(as_text=True)
     margin = console_app.config["BOT_SETTINGS"].KNOWLEDGE_MIN_MARGIN
-    assert f"no chunk is close enough by words or by meaning (KNOWLEDGE_MIN_MARGIN {margin:g})." in page
+    assert f"no passage is close enough by words or by meaning (KNOWLEDGE_MIN_MARGIN {margin:g})." in page
 
 
 def test_a_search_shows_the_reason_a_chunk_was_left_out(make_settings, redis_client, model) -> None:  # type: ignore[no-untyped-def]
@@ -221,8 +221,9 @@ def test_a_search_shows_the_reason_a_chunk_was_left_out(make_settings, redis_cli
     sign_in(client)
     library(app).add(HOURS, source="hours.md", language="en", actor="test")
     page = client.get(PAGE, query_string={"q": "open on Sunday"}).get_data(as_text=True)
-    assert "Nothing would be injected: no chunk reaches KNOWLEDGE_MIN_SCORE (5)." in page
-    assert "below_min_score</span>" in page and "score below KNOWLEDGE_MIN_SCORE (5)" in page
+    assert "Nothing would be given to the model: no passage is a strong enough match (KNOWLEDGE_MIN_SCORE 5)." in page
+    assert ">too weak a match</span>" in page and "a match below 5 (KNOWLEDGE_MIN_SCORE)" in page
+    assert '<td class="key" data-label="Reason">below_min_score</td>' in page and ">Fused</th>" not in page
 
 
 def test_the_document_page_shows_every_chunk_as_text(console_app, console) -> None:  # type: ignore[no-untyped-def]

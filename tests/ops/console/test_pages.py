@@ -63,7 +63,7 @@ def test_users_list_search_flags_and_pages(console, redis_client, monkeypatch) -
     text = page(console, "/console/users")
     assert text.index(USER) < text.index(OTHER)  # newest activity first
     row = text[text.index(USER):text.index(OTHER)]
-    assert '<td class="num">2</td>' in row and '<td class="num">1</td>' in row  # pairs, facts
+    assert '<td class="num" data-label="Stored pairs">2</td>' in row and '<td class="num" data-label="Facts">1</td>' in row
     assert "opted out" in row and "task off" in row and "handed over" not in row
     assert "handed over" in text[text.index(OTHER):]
     searched = page(console, "/console/users?q=+44 7700")
@@ -150,7 +150,7 @@ def test_queues_page_lists_failed_jobs_without_their_arguments(console, services
     fail_a_job(services)
     text = page(console, "/console/queues")
     assert "summary-abcdef0123456789-tok" in text and "ValueError: cannot summarize +14*******00" in text
-    assert "<td>summary</td><td>summaries</td>" in text and " s ago</td>" in text
+    assert '<td data-label="Kind">summary</td><td data-label="Queue">summaries</td>' in text and " s ago</td>" in text
     assert USER not in text and "14155550100" not in text
     assert "Requeue" in text and "Delete" in text
 
