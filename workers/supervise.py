@@ -134,9 +134,11 @@ class Slot(threading.Thread):
                 continue
             if self.stopping.is_set():  # the signal came while we were starting it
                 self.child.send_signal(signal.SIGTERM)
-            self.code = self.child.wait()
-            if self.stopping.is_set():
+            code = self.child.wait()
+            if self.stopping.is_set():  # killed by our stop signal: its last exit of its own stands
+                self.code = code if code >= 0 else self.code
                 break
+            self.code = code
             ran = time.monotonic() - started
             if redis_answers(self.url):
                 self.rescue()

@@ -376,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         print("refusing to start the stand-in model with APP_ENV=production", file=sys.stderr)
         return 2
     model = StandinModel(args.host, args.port, args.latency_ms / 1000, args.reply_chars, args.record)
-    print(f"stand-in model: CANNED replies, facts from plain statements, at {model.url}", file=sys.stderr, flush=True)
+    print(f"stand-in model (offline): its replies say what reached it; facts from plain statements; at {model.url}",
+          file=sys.stderr, flush=True)
     try:
         model.server.serve_forever()
     except KeyboardInterrupt:
