@@ -9,6 +9,7 @@ so a restart keeps the sign-in working (the embedded Redis keeps its data in .ru
 from __future__ import annotations
 
 import secrets
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from bot.storage.operators import OperatorStore
 
 #: The development operator's name.
 DEV_OPERATOR = "dev"
+#: Its password's letters: nothing a terminal or a form could take for an option or a quote.
+ALPHABET = string.ascii_letters + string.digits
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ def dev_console(env: dict[str, str], client: redis.Redis, run_dir: Path) -> DevC
     kept = {k: v for k, v in dotenv_values(path).items() if v} if path.exists() else {}
     if not {"ADMIN_TOKEN", "CONSOLE_SECRET", "DEV_PASSWORD"} <= set(kept):
         kept = {"ADMIN_TOKEN": secrets.token_urlsafe(24), "CONSOLE_SECRET": secrets.token_urlsafe(32),
-                "DEV_PASSWORD": secrets.token_urlsafe(12)}
+                "DEV_PASSWORD": "".join(secrets.choice(ALPHABET) for _ in range(16))}
         path.write_text("".join(f"{k}={v}\n" for k, v in kept.items()))
         path.chmod(0o600)
     if not store.verify(DEV_OPERATOR, kept["DEV_PASSWORD"]):
