@@ -8,6 +8,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import redis
 from rq import Worker
@@ -24,7 +25,12 @@ class Expected:
     queue_url: str  # the Redis the RQ workers register in
     workers: int
     console: bool
+    since: float  # when this run started: workers registered before it are a killed run's leftovers
     embed: str | None  # http://127.0.0.1:EMBEDDING_PORT, when the local model is in use
+
+
+def _stamp(moment: datetime) -> float:
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _answers(url: str) -> bool:
@@ -46,7 +52,8 @@ def missing(expected: Expected) -> list[str]:
         out.append("embedding model")
     try:
         with redis.Redis.from_url(expected.queue_url, socket_timeout=2) as client:
-            registered = Worker.count(connection=client)
+            registered = sum(1 for worker in Worker.all(connection=client)
+                             if worker.birth_date is not None and _stamp(worker.birth_date) >= expected.since)
     except redis.RedisError:
         registered = 0
     if registered < expected.workers:

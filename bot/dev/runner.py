@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -107,6 +108,7 @@ class Runner:
         self.embedded: Any = None
         self.honcho: subprocess.Popen[bytes] | None = None
         self.stopping = threading.Event()
+        self.started = time.time() - 1  # RQ stamps a worker's birth in whole seconds
 
     def on_signal(self, _signum: int, _frame: object) -> None:
         """Ctrl-C or SIGTERM: stop, once."""
@@ -186,7 +188,7 @@ class Runner:
             and not env.get("EMBEDDING_BASE_URL")
         expected = Expected(
             web=f"http://127.0.0.1:{env['PORT']}", queue_url=env.get("QUEUE_REDIS_URL") or env["REDIS_URL"],
-            workers=int(env["WORKER_PROCESSES"]), console=bool(env.get("ADMIN_TOKEN")),
+            workers=int(env["WORKER_PROCESSES"]), console=bool(env.get("ADMIN_TOKEN")), since=self.started,
             embed=f"http://127.0.0.1:{env.get('EMBEDDING_PORT', '8765')}" if local_embed else None,
         )
         left = wait_ready(expected, self.stopping)
