@@ -10,6 +10,7 @@ ZSCAN with MATCH, run by Redis itself.
 from __future__ import annotations
 
 import heapq
+import itertools
 import zlib
 from dataclasses import dataclass
 from typing import Iterable
@@ -65,7 +66,7 @@ class UserIndex:
         for user, when in found:
             by_key.setdefault(self.key(user), {})[user] = when
         if by_key:
-            self._call(lambda: self._each(lambda pipe, key: pipe.zadd(key, by_key[key]), list(by_key)))
+            self._call(lambda: self._per_key(lambda pipe, key: pipe.zadd(key, by_key[key]), list(by_key)))
         return sum(len(members) for members in by_key.values())
 
     def remove(self, user: str) -> None:
@@ -77,17 +78,17 @@ class UserIndex:
         since = self._since(now)
         # One key reads just the page; buckets each give their first offset+count to merge.
         start, num = (offset, count) if self.buckets == 1 else (0, offset + count)
-        raw = self._call(lambda: self._each(lambda pipe, key: (
-            pipe.zremrangebyscore(key, "-inf", f"({since}") if since > 0 else None,
-            pipe.zrevrangebyscore(key, "+inf", since, start=start, num=num, withscores=True),
-            pipe.zcount(key, since, "+inf"),
-        )))
-        per_key = 3 if since > 0 else 2
-        ranges = [raw[i + per_key - 2] for i in range(0, len(raw), per_key)]
-        total = sum(int(raw[i + per_key - 1]) for i in range(0, len(raw), per_key))
-        merged = heapq.merge(*([(text(u), float(s)) for u, s in r] for r in ranges), key=lambda m: (-m[1], m[0]))
+
+        def read(pipe, key: str) -> None:  # type: ignore[no-untyped-def]
+            if since > 0:
+                pipe.zremrangebyscore(key, "-inf", f"({since}")
+            pipe.zrevrangebyscore(key, "+inf", since, start=start, num=num, withscores=True)
+            pipe.zcount(key, since, "+inf")
+
+        per_key = self._call(lambda: self._per_key(read))  # [pruned?, range, count] for each key
+        merged = heapq.merge(*([(text(u), float(s)) for u, s in r[-2]] for r in per_key), key=lambda m: (-m[1], m[0]))
         skip = offset - start
-        return Listed([m for i, m in enumerate(merged) if skip <= i < skip + count], total)
+        return Listed([m for i, m in enumerate(merged) if skip <= i < skip + count], sum(int(r[-1]) for r in per_key))
 
     def search(self, digits: str, now: float) -> list[tuple[str, float]]:
         """Return every user whose number holds these digits, newest activity first."""
@@ -108,18 +109,23 @@ class UserIndex:
         since = self._since(now)
         names = [*windows, "total"]
         starts = [max(now - windows[n], since) for n in windows] + [since]
-        raw = self._call(lambda: self._each(lambda pipe, key: [pipe.zcount(key, s, "+inf") for s in starts]))
-        return {name: sum(int(raw[k * len(names) + i]) for k in range(len(self.keys))) for i, name in enumerate(names)}
+        per_key = self._call(lambda: self._per_key(lambda pipe, key: [pipe.zcount(key, s, "+inf") for s in starts]))
+        return {name: sum(int(counted[i]) for counted in per_key) for i, name in enumerate(names)}
 
     def _since(self, now: float) -> float:
         return now - self.keep_s if self.keep_s > 0 else 0
 
-    def _each(self, queue, keys: list[str] | None = None) -> list:  # type: ignore[no-untyped-def,type-arg]
-        """Queue commands for each key in one pipeline and return their results in order."""
+    def _per_key(self, queue, keys: list[str] | None = None) -> list[list]:  # type: ignore[no-untyped-def,type-arg]
+        """Queue commands for each key in one pipeline; return each key's results, in order."""
+        sizes = []
         with self.redis.pipeline(transaction=False) as pipe:
             for key in keys if keys is not None else self.keys:
+                queued = len(pipe)
                 queue(pipe, key)
-            return pipe.execute()
+                sizes.append(len(pipe) - queued)
+            raw = pipe.execute()
+        ends = list(itertools.accumulate(sizes))
+        return [raw[end - size:end] for size, end in zip(sizes, ends)]
 
     @staticmethod
     def _call(work):  # type: ignore[no-untyped-def]
