@@ -18,18 +18,19 @@ from bot.ops.chat import USAGE, ChatClient, converse, read_lines
 START_ONE = "start one with `make run` (in another terminal) and wait for its ready line"
 
 
-def parser() -> argparse.ArgumentParser:
-    """Return chat's own options (the same as `whatsapp-bot chat --help` shows)."""
-    out = argparse.ArgumentParser(prog="whatsapp-bot chat")
+def parser(add_help: bool = True) -> argparse.ArgumentParser:
+    """Return chat's own options (`whatsapp-bot --help` lists them through `parents`)."""
+    out = argparse.ArgumentParser(prog="whatsapp-bot chat", add_help=add_help)
     out.add_argument("--user", type=e164, default="+15005550006", help="your number, +E164")
     out.add_argument("--url", help="the webhook (default: http://127.0.0.1:$PORT/whatsapp)")
     return out
 
 
 def e164(value: str) -> str:
-    """Parse a +E164 number."""
+    """Parse a number as every command takes it: +E164, with or without "whatsapp:"."""
+    value = value.strip().removeprefix("whatsapp:")
     if not E164.match(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not +E164, e.g. +14155550100")
+        raise argparse.ArgumentTypeError(f"{value!r} is not an E.164 number like +14155550100")
     return value
 
 

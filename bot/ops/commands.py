@@ -11,12 +11,13 @@ import time
 import redis
 import structlog
 
-from bot.config import E164, Settings, load_settings, lookup
+from bot.config import Settings, load_settings, lookup
 from bot.exceptions import ConfigError, LLMUnavailable, StoreUnavailable
 from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
 from bot.memory.rules import FactRules
 from bot.observability.logs import configure_logging, mask_phone, mask_url
-from bot.ops import entity_commands, handover_commands, kb_commands, operator_commands, task_commands
+from bot.ops import chat_command, entity_commands, handover_commands, kb_commands, operator_commands, task_commands
+from bot.ops.chat_command import e164
 from bot.ops.dev_evals import run_dev_eval
 from bot.services import Services, build_services
 from bot.storage.users import scan_fact_users
@@ -27,13 +28,6 @@ from bot.users.memory import OperationError
 from bot.users.reports import export_user, iso, list_users, user_report
 
 log = structlog.get_logger(__name__)
-
-
-def _e164(value: str) -> str:
-    value = value.strip().removeprefix("whatsapp:")
-    if not E164.match(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not an E.164 number like +14155550100")
-    return value
 
 
 def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
@@ -256,13 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     inspect = sub.add_parser("inspect", help="show one user's context and Redis keys")
-    inspect.add_argument("user", type=_e164, help="the user's number, +E164")
+    inspect.add_argument("user", type=e164, help="the user's number, +E164")
     inspect.add_argument("--json", action="store_true", help="print JSON")
     inspect.add_argument("--message", help="also show the knowledge-base chunks this message would get, and why")
     inspect.set_defaults(func=cmd_inspect)
 
     reset = sub.add_parser("reset", help="clear one user's conversation (facts are kept)")
-    reset.add_argument("user", type=_e164, help="the user's number, +E164")
+    reset.add_argument("user", type=e164, help="the user's number, +E164")
     reset.set_defaults(func=cmd_reset)
 
     users = sub.add_parser("users", help="list known users (SCAN, never KEYS), or reindex them for the console")
@@ -271,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     users.set_defaults(func=cmd_users)
 
     facts = sub.add_parser("facts", help="list, set or delete one user's facts")
-    facts.add_argument("user", type=_e164, help="the user's number, +E164")
+    facts.add_argument("user", type=e164, help="the user's number, +E164")
     facts.add_argument("action", nargs="?", choices=["list", "set", "delete"], default="list")
     facts.add_argument("key", nargs="?")
     facts.add_argument("value", nargs="?")
@@ -282,12 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
     facts.set_defaults(func=cmd_facts)
 
     extract = sub.add_parser("extract", help="extract facts now from the user's stored history")
-    extract.add_argument("user", type=_e164, help="the user's number, +E164")
+    extract.add_argument("user", type=e164, help="the user's number, +E164")
     extract.add_argument("--force", action="store_true", help="even if the user opted out")
     extract.set_defaults(func=cmd_extract)
 
     erase = sub.add_parser("erase", help="delete every key of one user, facts included")
-    erase.add_argument("user", type=_e164, help="the user's number, +E164")
+    erase.add_argument("user", type=e164, help="the user's number, +E164")
     erase.add_argument("--yes", action="store_true", help="confirm")
     erase.set_defaults(func=cmd_erase)
 
@@ -305,23 +299,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     memory = sub.add_parser("memory", help="users' facts by meaning: embed them again (after changing EMBEDDING_MODEL)")
     memory.add_argument("action", choices=["reembed"])
-    memory.add_argument("users", nargs="*", type=_e164, help="numbers, +E164 (default: every user with facts)")
+    memory.add_argument("users", nargs="*", type=e164, help="numbers, +E164 (default: every user with facts)")
     memory.set_defaults(func=cmd_memory)
 
     export = sub.add_parser("export", help="everything stored about one user, as JSON")
-    export.add_argument("user", type=_e164, help="the user's number, +E164")
+    export.add_argument("user", type=e164, help="the user's number, +E164")
     export.add_argument("--out", help="write to this file (mode 600) instead of stdout")
     export.set_defaults(func=cmd_export)
 
-    chat = sub.add_parser("chat", help="chat with the running bot (`make run`) over its webhook")
-    chat.add_argument("--user", type=_e164, default="+15005550006", help="your number, +E164")
-    chat.add_argument("--url", help="the webhook (default: http://127.0.0.1:$PORT/whatsapp)")
+    chat = sub.add_parser("chat", help="chat with the running bot (`make run`) over its webhook",
+                          parents=[chat_command.parser(add_help=False)])
     chat.set_defaults(func=None)  # bot/ops/cli.py runs it before anything else loads
-    entity_commands.add_parsers(sub, _e164)
-    task_commands.add_parsers(sub, _e164)
-    handover_commands.add_parsers(sub, _e164)
-    operator_commands.add_parsers(sub, _e164)
-    kb_commands.add_parsers(sub, _e164)
+    entity_commands.add_parsers(sub, e164)
+    task_commands.add_parsers(sub, e164)
+    handover_commands.add_parsers(sub, e164)
+    operator_commands.add_parsers(sub, e164)
+    kb_commands.add_parsers(sub, e164)
     return parser
 
 
