@@ -8,10 +8,11 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import redis
 from rq import Worker
+
+from bot.jobs.status import stamp
 
 #: How long the checks may take before the runner says what is still missing.
 READY_WITHIN_S = 120.0
@@ -27,10 +28,6 @@ class Expected:
     console: bool
     since: float  # when this run started: workers registered before it are a killed run's leftovers
     embed: str | None  # http://127.0.0.1:EMBEDDING_PORT, when the local model is in use
-
-
-def _stamp(moment: datetime) -> float:
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _answers(url: str) -> bool:
@@ -53,7 +50,7 @@ def missing(expected: Expected) -> list[str]:
     try:
         with redis.Redis.from_url(expected.queue_url, socket_timeout=2) as client:
             registered = sum(1 for worker in Worker.all(connection=client)
-                             if worker.birth_date is not None and _stamp(worker.birth_date) >= expected.since)
+                             if (stamp(worker.birth_date) or 0) >= expected.since)
     except redis.RedisError:
         registered = 0
     if registered < expected.workers:

@@ -31,7 +31,6 @@ from typing import IO, Any
 from dotenv import dotenv_values
 
 from bot.config import Settings, load_settings
-from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
 from bot.dev.banner import describe, ready_lines
 from bot.dev.dev_console import DevConsole, dev_console
 from bot.dev.embedded import free_port, port_free, start_redis_server
@@ -151,7 +150,7 @@ class Runner:
         # Typing indicators of deferred replies go to the stand-in too: nothing leaves the machine.
         return {"TWILIO_API_BASE_URL": url, "TWILIO_MESSAGING_BASE_URL": url, "TWILIO_ACCOUNT_SID": account}
 
-    def run_procfile(self, env: dict[str, str]) -> int:
+    def run_procfile(self, env: dict[str, str], settings: Settings) -> int:
         """Run the Procfile until it ends or we are told to stop; return its exit code."""
         self.honcho = subprocess.Popen(
             [sys.executable, "-m", "honcho", "start", "-f", "Procfile"], env=env,
@@ -162,7 +161,7 @@ class Runner:
         assert self.honcho.stdout is not None
         relay = threading.Thread(target=_relay, args=(self.honcho.stdout, self.stopping), daemon=True)
         relay.start()
-        threading.Thread(target=self._announce, args=(env,), daemon=True).start()
+        threading.Thread(target=self._announce, args=(env, settings), daemon=True).start()
         while not self.stopping.is_set() and self.honcho.poll() is None:
             self.stopping.wait(0.2)
         return 0 if self.stopping.is_set() else (self.honcho.returncode or 0)
@@ -182,14 +181,13 @@ class Runner:
             self.embedded.stop()  # SIGTERM: it saves its data first
         stop_tagged(tag)
 
-    def _announce(self, env: dict[str, str]) -> None:
+    def _announce(self, env: dict[str, str], settings: Settings) -> None:
         """Print the ready line once everything answers, or what still does not."""
-        local_embed = env.get("EMBEDDING_MODEL", LOCAL_EMBEDDING_MODEL) == LOCAL_EMBEDDING_MODEL \
-            and not env.get("EMBEDDING_BASE_URL")
         expected = Expected(
             web=f"http://127.0.0.1:{env['PORT']}", queue_url=env.get("QUEUE_REDIS_URL") or env["REDIS_URL"],
             workers=int(env["WORKER_PROCESSES"]), console=bool(env.get("ADMIN_TOKEN")), since=self.started,
-            embed=f"http://127.0.0.1:{env.get('EMBEDDING_PORT', '8765')}" if local_embed else None,
+            embed=f"http://127.0.0.1:{env.get('EMBEDDING_PORT', settings.EMBEDDING_PORT)}"
+            if settings.embedding_local else None,
         )
         left = wait_ready(expected, self.stopping)
         if left == ["stopping"]:
@@ -220,7 +218,7 @@ def main() -> int:
             for line in describe(settings, env, chosen, console):
                 say(line)
             if not runner.stopping.is_set():
-                code = runner.run_procfile(env)
+                code = runner.run_procfile(env, settings)
                 if code:
                     say(f"make run: a process of the Procfile exited (code {code}); stopping")
         finally:

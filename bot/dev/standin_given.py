@@ -39,18 +39,27 @@ def memory_facts(messages: list[dict[str, Any]]) -> list[str]:
     return facts
 
 
-def summary_start(messages: list[dict[str, Any]], words: int = 10) -> str:
-    """Return the first words of the summary block, or ""."""
-    for block in _system_blocks(messages, SUMMARY_HEADER):
+def fenced_data(messages: list[dict[str, Any]], header: str) -> list[str]:
+    """Return the data lines of the prompt's fenced blocks under `header` (bot/llm/fence.py:
+    each a JSON string on its own line), decoded."""
+    found = []
+    for block in _system_blocks(messages, header):
         for line in block.splitlines():
             if line.startswith('"'):
                 try:
-                    text = str(json.loads(line))
+                    found.append(str(json.loads(line)))
                 except ValueError:
                     continue
-                head = text.split()
-                return " ".join(head[:words]) + ("…" if len(head) > words else "")
-    return ""
+    return found
+
+
+def summary_start(messages: list[dict[str, Any]], words: int = 10) -> str:
+    """Return the first words of the summary block, or ""."""
+    data = fenced_data(messages, SUMMARY_HEADER)
+    if not data:
+        return ""
+    head = data[0].split()
+    return " ".join(head[:words]) + ("…" if len(head) > words else "")
 
 
 def given(messages: list[dict[str, Any]]) -> str:

@@ -9,12 +9,12 @@ answered by quoting its first passage, so `make run` shows which chunk an answer
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 import unicodedata
 from typing import Any
 
+from bot.dev.standin_given import fenced_data
 from bot.llm.fence import REFERENCE_HEADER
 
 DIMENSIONS = 256
@@ -53,17 +53,9 @@ def embeddings(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 def reference_reply(messages: list[dict[str, Any]], notice: str, context: str = "") -> str | None:
     """Return a reply quoting the first passage of the prompt's REFERENCE block, if any, and
     `context` (what else the model was given)."""
-    for message in messages:
-        content = message.get("content")
-        if message.get("role") != "system" or not isinstance(content, str) or not content.startswith(REFERENCE_HEADER):
-            continue
-        for line in content.splitlines():
-            if line.startswith('"'):
-                try:
-                    passage = json.loads(line)
-                except ValueError:
-                    continue
-                source, _, body = passage.partition("\n")
-                first = " ".join(body.split())[:220]
-                return f"{notice} From the reference ({source}): {first}" + (f" {context}" if context else "")
+    passages = fenced_data(messages, REFERENCE_HEADER)
+    if passages:
+        source, _, body = passages[0].partition("\n")
+        first = " ".join(body.split())[:220]
+        return f"{notice} From the reference ({source}): {first}" + (f" {context}" if context else "")
     return None

@@ -77,7 +77,8 @@ def last_line(exc_string: str | None) -> str:
     return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
 
 
-def _stamp(moment: datetime | None) -> float | None:
+def stamp(moment: datetime | None) -> float | None:
+    """Return RQ's datetime (naive ones are UTC) as Unix seconds."""
     if moment is None:
         return None
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
@@ -96,7 +97,7 @@ def failed_jobs(jobs: JobQueue, queue_name: str) -> list[FailedJob]:
             id=ident,
             queue=queue_name,
             kind=_KINDS.get(ident.split("-", 1)[0], "other"),
-            ended_at=_stamp(job.ended_at),
+            ended_at=stamp(job.ended_at),
             error=last_line(result.exc_string if result is not None else None),
         ))
     return out
@@ -108,7 +109,7 @@ def board(jobs: JobQueue) -> Board:
         queues = [QueueRow(name, queue.count, queue.scheduled_job_registry.count, queue.started_job_registry.count,
                            queue.failed_job_registry.count) for name, queue in sorted(jobs.queues.items())]
         workers = [WorkerRow(w.name, w.get_state(), ", ".join(w.queue_names()), w.get_current_job_id() or "",
-                             _stamp(w.last_heartbeat), w.successful_job_count, w.failed_job_count)
+                             stamp(w.last_heartbeat), w.successful_job_count, w.failed_job_count)
                    for w in Worker.all(connection=jobs.connection)]
         failed = [job for name in sorted(jobs.queues) for job in failed_jobs(jobs, name)]
     except redis.RedisError as err:
