@@ -330,17 +330,15 @@ def build_services(
     services = Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users,
                         handover, activity, knowledge, embedder, deferred, retriever=retriever,
                         library=Library(knowledge, counter, settings, embedder) if role in ("web", "cli") else None)
-    if answers:
-        pipeline = message_path(services, media_source, full)
-        if role == "web":
-            services.pipeline = pipeline
-        else:
-            services.deferred_pipeline = pipeline.with_deadline(settings.DEFERRED_TURN_S)
+    if role == "web":
+        services.pipeline = message_path(services, media_source, full, settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
+    elif answers:
+        services.deferred_pipeline = message_path(services, media_source, full, settings.DEFERRED_TURN_S)
     return services
 
 
-def message_path(s: Services, media_source: MediaSource | None, full: bool) -> Pipeline:
-    """Return the message path on the webhook's clock, with a speech client when media come in."""
+def message_path(s: Services, media_source: MediaSource | None, full: bool, deadline_s: float) -> Pipeline:
+    """Return the message path on this clock, with a speech client when media come in."""
     settings = s.settings
     matcher = EntityMatcher(s.entities, settings.ENTITY_FUZZY_THRESHOLD) if settings.ENTITIES_ENABLED else None
     # Only what fetches media builds a speech client: the web app, and the workers when replies
@@ -352,4 +350,4 @@ def message_path(s: Services, media_source: MediaSource | None, full: bool) -> P
                         task_prompt=s.prompts.task, media_source=media_source, transcriber=transcriber,
                         activity=s.activity, retriever=s.retriever, knowledge_rules=s.prompts.knowledge,
                         embedder=s.embedder)
-    return Pipeline(steps, s.store, deadline_s=settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
+    return Pipeline(steps, s.store, deadline_s=deadline_s)

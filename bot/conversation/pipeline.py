@@ -75,10 +75,6 @@ class Pipeline:
         """Return the names of the steps, in the order they run."""
         return tuple(step.name for step in self.steps)
 
-    def with_deadline(self, deadline_s: float) -> Pipeline:
-        """Return the same steps on another clock (deferred replies: docs/deferred.md)."""
-        return Pipeline({step.name: step for step in self.steps}, self.store, deadline_s)
-
     def handle(self, msg: InboundMessage, claim_token: str | None = None) -> Outcome:
         """Answer one inbound message and record it. With `claim_token`, the claim is taken
         with it: the same caller run again (a deferred message's job redone after its worker
