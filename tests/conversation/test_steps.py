@@ -58,6 +58,8 @@ def accesses(source: str) -> tuple[set[str], set[str], list[str]]:
     problems: list[str] = []
     local = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     augmented = {id(node.target) for node in ast.walk(tree) if isinstance(node, ast.AugAssign)}
+    #: `turn.<record>` -> the `turn.<record>.<field>` around it
+    fields = {id(node.value): node for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             callee = node.func
@@ -77,7 +79,7 @@ def accesses(source: str) -> tuple[set[str], set[str], list[str]]:
         if node.attr not in RECORDS:
             problems.append(f"line {node.lineno}: turn.{node.attr} is no record of Turn")
             continue
-        parent = next((p for p in ast.walk(tree) if isinstance(p, ast.Attribute) and p.value is node), None)
+        parent = fields.get(id(node))
         if parent is None:
             problems.append(f"line {node.lineno}: turn.{node.attr} used whole; name its fields")
             continue
