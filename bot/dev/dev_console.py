@@ -13,9 +13,9 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis
 from dotenv import dotenv_values
 
+from bot.storage.connection import make_redis, probe
 from bot.storage.operators import OperatorStore
 
 #: The development operator's name.
@@ -33,13 +33,14 @@ class DevConsole:
     password: str
 
 
-def dev_console(env: dict[str, str], client: redis.Redis, run_dir: Path) -> DevConsole | None:
+def dev_console(env: dict[str, str], run_dir: Path) -> DevConsole | None:
     """Return the development console's settings and operator, creating them once; None when
     the console is the operator's business (bound beyond loopback, ADMIN_TOKEN set, or real
     operators exist)."""
     if env.get("HOST") != "127.0.0.1" or env.get("ADMIN_TOKEN"):
         return None
-    store = OperatorStore(client)
+    found = probe(env["REDIS_URL"])
+    store = OperatorStore(make_redis(env["REDIS_URL"], cluster=bool(found and found.cluster)))
     if any(op.name != DEV_OPERATOR for op in store.list()):
         return None
     path = run_dir / "console.env"

@@ -39,7 +39,7 @@ from bot.dev.processes import die_with_parent, ensure_tag, stop_process, stop_ta
 from bot.dev.terminal import Foreground
 from bot.exceptions import ConfigError
 from bot.observability.logs import mask_url
-from bot.storage.connection import QUEUE_REQUIRED, make_redis, probe
+from bot.storage.connection import QUEUE_REQUIRED, probe
 
 RUN_DIR = Path(".run")
 DEV_ENV = RUN_DIR / "dev.env"
@@ -271,8 +271,7 @@ def prepare(env: dict[str, str], chosen: dict[str, str]) -> DevConsole | None:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     console = None
     try:
-        found = probe(env["REDIS_URL"])
-        console = dev_console(env, make_redis(env["REDIS_URL"], cluster=bool(found and found.cluster)), RUN_DIR)
+        console = dev_console(env, RUN_DIR)
     except Exception as err:  # the console is a convenience: the bot runs without it
         say(f"make run: the development console is off ({type(err).__name__}: {err})")
     if console is not None:
