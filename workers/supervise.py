@@ -10,15 +10,17 @@ fine (a bad setting must not spin). SIGTERM and SIGINT go to the worker, which f
 job (RQ's warm shutdown); then the supervisor exits with the worker's code.
 
 A worker that dies mid-job (killed, out of memory) leaves its job in RQ's started registry,
-where RQ would see it abandoned only when its heartbeat runs out, plus a fixed minute: about
-75 s. The supervisor names each `rq worker` it starts, so when one dies it marks that
-worker's jobs abandoned at once; the pool's next maintenance (every `--maintenance-interval`
-seconds) handles them as RQ handles any abandoned job, with its failure callback and retry
-policy, in a worker process (README, Context and summaries).
+where it counts as abandoned only when its heartbeat runs out. The supervisor names each
+`rq worker` it starts, so when one dies it marks that worker's jobs abandoned at once; and
+when the whole group died with its supervisor (a container's OOM kill), the next supervisor
+started on the same machine does the same at its start for every worker of this machine
+whose process is gone. The pool's next maintenance (every `--maintenance-interval` seconds,
+and at each worker's start) redoes them at once (workers/abandoned.py, docs/conversation.md).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -94,6 +96,57 @@ def rescue(url: str, name: str) -> list[str]:
         connection.close()
 
 
+def machine_tag() -> str:
+    """Return a short tag of this machine as its processes see it: the kernel's boot and the
+    PID namespace, so that a worker's PID means the same process to every supervisor that
+    shares the tag (two containers on one host share a hostname, not a PID namespace)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # not Linux: no tag, no neighbours to look after
+        return ""
+    return hashlib.sha256(f"{boot} {namespace}".encode()).hexdigest()[:8]
+
+
+def worker_prefix() -> str:
+    """Return how the names of this machine's supervised workers start ("" when unknown)."""
+    tag = machine_tag()
+    return f"{socket.gethostname()}.{tag}." if tag else ""
+
+
+def pid_alive(pid: int) -> bool:
+    """Return whether a process with this PID runs on this machine (a zombie, dead but not
+    yet reaped by an init that may never reap it, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
+
+
+def rescue_dead_neighbours(url: str) -> list[str]:
+    """Mark abandoned now the jobs of this machine's supervised workers whose process is gone
+    (the whole group was killed, supervisor included); return their ids."""
+    from rq.worker import Worker
+
+    prefix = worker_prefix()
+    if not prefix:
+        return []
+    connection = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+    try:
+        dead = [w.name for w in Worker.all(connection=connection)
+                if w.name.startswith(prefix) and w.pid and not pid_alive(int(w.pid))]
+    finally:
+        connection.close()
+    return [job for name in dead for job in rescue(url, name)]
+
+
 class Slot(threading.Thread):
     """One worker process, started again whenever it exits, until the supervisor stops."""
 
@@ -122,7 +175,7 @@ class Slot(threading.Thread):
             # RQ kill the job.
             command = self.command
             if self.named:  # unique, so that a dead worker's jobs can be found (rescue)
-                self.worker_name = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+                self.worker_name = f"{worker_prefix() or socket.gethostname() + '.'}{os.getpid()}.{uuid.uuid4().hex[:8]}"
                 command = [*command[:2], "--name", self.worker_name, *command[2:]]
             try:
                 self.child = subprocess.Popen(command, start_new_session=True)
@@ -168,6 +221,17 @@ class Slot(threading.Thread):
             say("worker.jobs_abandoned", worker=self.worker_name, jobs=",".join(jobs))
 
 
+def rescue_at_start(url: str) -> None:
+    """Hand the jobs of this machine's dead workers back to the pool (logged, never fatal)."""
+    try:
+        jobs = rescue_dead_neighbours(url)
+    except Exception as err:  # Redis not up yet, say: RQ's heartbeat path still redoes them
+        say("worker.rescue_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
+        return
+    if jobs:
+        say("worker.jobs_abandoned", reason="dead_before_start", jobs=",".join(jobs))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command in N processes (--processes N, default 1), each restarted whenever it
     exits, until we are told to stop."""
@@ -191,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if slots[0].named:
+        rescue_at_start(url)
     for slot in slots:
         slot.start()
     while any(slot.is_alive() for slot in slots):

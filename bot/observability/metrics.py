@@ -105,6 +105,16 @@ KNOWLEDGE_INDEX_BUILD_SECONDS = Histogram(
     "Time to load the knowledge base from Redis and build a process's index after a change.",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
 )
+JOBS_REDONE = Counter(
+    "bot_jobs_redone_total",
+    "Background jobs put back at the front of their queue at once because their worker died mid-job, by queue.",
+    ["queue"],
+)
+PENDING_DROPPED = Counter(
+    "bot_pending_pairs_dropped_total",
+    "Unsummarized pairs dropped at PENDING_MAX_BYTES, the last resort against a runaway client (none in a "
+    "normal burst: extraction and the summary are hurried first).",
+)
 RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
 
 
