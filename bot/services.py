@@ -260,8 +260,7 @@ def context_store(settings: Settings, client: redis.Redis, ttls: Ttls, full: boo
         policy=SummaryPolicy(
             extract_every_n_pairs=0 if full else settings.EXTRACTION_INTERVAL,
             every_n_pairs=FULL_HISTORY_PAIRS if full else settings.SUMMARY_EVERY_N_PAIRS,
-            # Summarize early at a third of the bound: room for ~4 more pairs while the job runs.
-            soft_bytes=settings.PENDING_MAX_BYTES // 3,
+            soft_bytes=settings.PENDING_HURRY_BYTES,
             max_bytes=10**9 if full else settings.PENDING_MAX_BYTES,
             idle_summary=not full and settings.SUMMARY_IDLE_S > 0,
         ),

@@ -152,9 +152,15 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
     # into the summary, so a user at rest holds only the summary and the recent window
     # (0: off). Below the 15-minute lease of a job trigger.
     SUMMARY_IDLE_S: int = Field(default=300, ge=0, le=600)
-    # Pending pairs outside the recent window: summarized early past a third of this, the
-    # oldest dropped unsummarized past it (workers down), so a user stays under ~10 KB.
-    PENDING_MAX_BYTES: int = Field(default=4000, ge=1000)
+    # Pending pairs outside the recent window (not yet summarized): past this many bytes the
+    # summary is due early and a fact extraction waiting for the user's pause runs now, so a
+    # burst is read and folded while it comes instead of piling up.
+    PENDING_HURRY_BYTES: int = Field(default=1500, ge=200)
+    # The last resort against a runaway client or workers down for hours: past this, the
+    # oldest pending pairs are dropped unsummarized (logged, and counted in
+    # bot_pending_pairs_dropped_total). A burst of 20 long exchanges (the rate limit's minute)
+    # stays well under it; a user at rest holds none (docs/conversation.md).
+    PENDING_MAX_BYTES: int = Field(default=32000, ge=1000)
     # Whole messages that clear the conversation (case and punctuation ignored).
     RESET_PHRASES: str = "forget everything,clear chat,start over,/reset"
     # Messages starting with one of these compress the old topic into the summary at once.
@@ -239,6 +245,8 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
             raise ValueError("TWILIO_ACCOUNT_SID: REPLY_MODE=rest sends through the Messages API as this account (AC…)")
         if self.REDELIVERY_REPLY_S > self.DEDUP_WINDOW_S:
             raise ValueError("REDELIVERY_REPLY_S must not exceed DEDUP_WINDOW_S")
+        if self.PENDING_HURRY_BYTES >= self.PENDING_MAX_BYTES:
+            raise ValueError("PENDING_HURRY_BYTES must be below PENDING_MAX_BYTES: the work is hurried before pairs drop")
         room = self.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS
         if self.MEMORY_MAX_TOKENS + self.MAX_USER_MESSAGE_TOKENS > room:
             raise ValueError(

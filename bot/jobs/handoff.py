@@ -68,15 +68,17 @@ def hurry(jobs: JobQueue, store: ContextStore, kind: str, user: str) -> str | No
     return hand_off(jobs, store, kind, user, fresh, delay_s=0, urgent=True)
 
 
-def postpone_extraction(jobs: JobQueue, user: str, meta: dict[str, str], seq: int, max_pairs: int) -> bool:
+def postpone_extraction(jobs: JobQueue, user: str, meta: dict[str, str], seq: int, max_pairs: int,
+                        hurry: bool = False) -> bool:
     """The user wrote again while their extraction waits for their pause: move it to a full
     pause from now (one command, instead of a job that wakes only to look again); once
-    `max_pairs` pairs wait unread, to now (0: never move it). `meta` is the user's memory
-    hash as the claim read it. Never raises."""
+    `max_pairs` pairs wait unread, or with `hurry` (the pending pairs near their cap: a
+    burst), to now (0 max_pairs: never move it). `meta` is the user's memory hash as the
+    claim read it. Never raises."""
     token = meta.get(f"{EXTRACTION_JOB}_token")
     if not token or not max_pairs:
         return False
-    full = seq - as_int(meta.get("extracted_seq"), "extracted_seq") >= max_pairs
+    full = hurry or seq - as_int(meta.get("extracted_seq"), "extracted_seq") >= max_pairs
     try:
         moved = jobs.reschedule(EXTRACTION, user, token, now=full)
     except Exception as err:  # the queue's Redis: the job looks again, as before

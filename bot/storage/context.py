@@ -145,6 +145,7 @@ class CommitResult:
     seq: int = 0  # the number of the user's latest stored pair
     pair_stored: bool = False  # False if a reset or a takeover came between claim and commit
     due: dict[str, str] = field(default_factory=dict)  # job kind -> token of the trigger it took
+    pending_bytes: int = 0  # what chat_pending holds after this commit (0 when it stored no pair)
 
 
 @dataclass(frozen=True)
@@ -275,7 +276,7 @@ class ContextStore(JobTriggers):
         if index is not None and index.in_script:
             keys["index"] = index.key(record.user)
         when = time.time() if now is None else now
-        count, dropped, seq, stored, taken, *written = self.scripts.run(
+        count, dropped, seq, stored, taken, *written_and_bytes = self.scripts.run(
             "commit",
             keys,
             {
@@ -303,6 +304,7 @@ class ContextStore(JobTriggers):
                 "to": record.to or None,
             },
         )
+        written, pending_bytes = (written_and_bytes + [0, 0])[:2]  # early exits return neither
         if written and index is not None and not index.in_script:
             index.touch(record.user, when)  # a cluster: the index lives on other nodes
         return CommitResult(
@@ -311,6 +313,7 @@ class ContextStore(JobTriggers):
             seq=int(seq),
             pair_stored=bool(stored),
             due={text(name): tokens[text(name)] for name in taken},
+            pending_bytes=int(pending_bytes) if stored else 0,
         )
 
     def release(self, user: str, claim: Claim, sid: str) -> None:

@@ -46,10 +46,11 @@ class SummaryPolicy:
     """When the background jobs are due and how far pending pairs may grow without a summary."""
 
     every_n_pairs: int = 10
-    # Pending pairs outside the recent window are summarized early past this many bytes...
-    soft_bytes: int = 2000
-    # ...and the oldest are dropped past this, so a user stays small while workers are down.
-    max_bytes: int = 4000
+    # Pending pairs outside the recent window are summarized early past this many bytes (and
+    # a waiting fact extraction runs now: bot/jobs/handoff.py)...
+    soft_bytes: int = 1500
+    # ...and the oldest are dropped past this: the last resort against a runaway client.
+    max_bytes: int = 32000
     # A queued or running job holds the trigger this long; after it, the next pair re-triggers.
     job_lease_s: int = 900
     # Fact extraction after every this many valid pairs (0: never).

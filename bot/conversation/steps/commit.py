@@ -8,6 +8,7 @@ import structlog
 
 from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
+from bot.observability.metrics import PENDING_DROPPED
 from bot.storage.context import CommitRecord, ContextStore
 from bot.storage.records import STORED_TEXT_CHARS, clip
 
@@ -48,5 +49,6 @@ class CommitStep:
         turn.record.result = result
         if record.pair is not None and not result.pair_stored:
             log.info("pair.discarded", reason="reset_or_takeover")
-        if result.dropped:
+        if result.dropped:  # the last resort (PENDING_MAX_BYTES): workers down, or a runaway client
+            PENDING_DROPPED.inc(result.dropped)
             log.warning("summary.pending_dropped", dropped=result.dropped)

@@ -37,7 +37,10 @@ class HandOffStep:
             for kind, token in result.due.items():
                 self._enqueue(kind, user, token)
             if self.jobs is not None and result.pair_stored and EXTRACTION not in result.due:
-                postpone_extraction(self.jobs, user, turn.stored.memory.meta, result.seq, self.extraction_max_pairs)
+                # a burst: pending pairs past the early-summary mark read now, not after the pause
+                hurry = result.pending_bytes >= self.store.policy.soft_bytes
+                postpone_extraction(self.jobs, user, turn.stored.memory.meta, result.seq, self.extraction_max_pairs,
+                                    hurry=hurry)
         if turn.found.topic_shift:
             self._summarize_now(user, result)
 

@@ -23,10 +23,11 @@
 --    person's reply during a handover is sent from it); user (the +E164, for `index`: the
 --    users index of a single Redis, bot/storage/user_index.py; on a cluster the store adds it).
 -- Returns {count since summary, pending pairs dropped, seq (the user's latest pair number),
---          pair stored 0/1, {names of the triggers this commit took}, context written 0/1}.
+--          pair stored 0/1, {names of the triggers this commit took}, context written 0/1,
+--          bytes of chat_pending after this commit}.
 
 local record = {st='done', ts=A.now, r=A.reply}
-local dropped, stored, taken = 0, 0, {}
+local dropped, stored, taken, bytes = 0, 0, {}, 0
 if not A.touch then
   -- The user's data was just erased, this claim with it: remember only that this
   -- MessageSid was answered (no user data), so a redelivered YES is not run again.
@@ -69,7 +70,6 @@ if A.pair and num(K.context, 'epoch') == A.epoch then
   end
   -- bound the pending pairs by size: drop the oldest past the limit (workers down)
   local items = redis.call('LRANGE', K.pending, 0, -1)
-  local bytes = 0
   for i = 1, #items do bytes = bytes + #items[i] end
   local i = 1
   while bytes > A.pending_max and i < #items do
@@ -129,4 +129,4 @@ refresh(K.context, A.ttl.context); refresh(K.pending, A.ttl.context)
 refresh(K.facts, A.ttl.facts); refresh(K.memory, A.ttl.facts); refresh(K.entities, A.ttl.facts)
 refresh(K.vectors, A.ttl.facts)
 refresh(K.session, A.ttl.session)
-return {num(K.context, 'message_count_since_summary'), dropped, num(K.context, 'seq'), stored, taken, 1}
+return {num(K.context, 'message_count_since_summary'), dropped, num(K.context, 'seq'), stored, taken, 1, bytes}
