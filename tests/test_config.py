@@ -58,6 +58,11 @@ def test_model_budget_must_fit_twilio_timeout() -> None:
         load_settings(env_files=False, LLM_TIMEOUT_S=8, LLM_MAX_RETRIES=2, **REQUIRED)
 
 
+def test_a_burst_is_hurried_before_any_pair_drops() -> None:
+    with pytest.raises(ConfigError, match="PENDING_HURRY_BYTES must be below PENDING_MAX_BYTES"):
+        load_settings(env_files=False, PENDING_HURRY_BYTES=5000, PENDING_MAX_BYTES=4000, **REQUIRED)
+
+
 def test_production_refuses_the_standin() -> None:
     with pytest.raises(ConfigError, match="MODEL_STANDIN"):
         load_settings(env_files=False, APP_ENV="production", MODEL_STANDIN=True, **REQUIRED)

@@ -17,6 +17,7 @@ from bot.config.embeddings import EmbeddingSettings
 from bot.config.entities import EntitySettings
 from bot.config.knowledge import KnowledgeSettings
 from bot.config.media import MediaSettings
+from bot.config.summaries import SummarySettings
 from bot.config.tasks import TaskSettings
 from bot.exceptions import ConfigError
 Area = TypeVar("Area", bound=BaseModel)
@@ -46,8 +47,8 @@ DEFAULT_REPHRASE_PHRASES = (
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
-class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, DeferredSettings, ConsoleSettings, KnowledgeSettings,
-               EmbeddingSettings):
+class Settings(BaseSettings, SummarySettings, EntitySettings, TaskSettings, MediaSettings, DeferredSettings,
+               ConsoleSettings, KnowledgeSettings, EmbeddingSettings):
     """Every setting the bot reads; names are the environment variables."""
 
     # The environment wins, then .env (the operator's file), then .run/dev.env (where the
@@ -141,26 +142,7 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
     # (facts: FACTS_TTL_DAYS; redelivery records: DEDUP_WINDOW_S).
     CONTEXT_TTL_DAYS: int = Field(default=30, ge=1, le=3650)
 
-    # --- summaries (RQ workers) ----------------------------------------------------------
-    # The summary's own cap, so system prompt + summary + recent pairs fit MAX_PROMPT_TOKENS.
-    SUMMARY_MAX_TOKENS: int = Field(default=200, ge=50, le=1000)
-    # The most conversation one summary call reads; a longer backlog is done in several runs.
-    SUMMARY_INPUT_TOKENS: int = Field(default=3000, ge=500)
-    # Seconds between retries of a failed summary job (needs the worker's scheduler).
-    SUMMARY_RETRY_INTERVALS: str = "10,30,60"
-    # When the user has been quiet this long, the pairs that left the recent window are folded
-    # into the summary, so a user at rest holds only the summary and the recent window
-    # (0: off). Below the 15-minute lease of a job trigger.
-    SUMMARY_IDLE_S: int = Field(default=300, ge=0, le=600)
-    # Pending pairs outside the recent window (not yet summarized): past this many bytes the
-    # summary is due early and a fact extraction waiting for the user's pause runs now, so a
-    # burst is read and folded while it comes instead of piling up.
-    PENDING_HURRY_BYTES: int = Field(default=1500, ge=200)
-    # The last resort against a runaway client or workers down for hours: past this, the
-    # oldest pending pairs are dropped unsummarized (logged, and counted in
-    # bot_pending_pairs_dropped_total). A burst of 20 long exchanges (the rate limit's minute)
-    # stays well under it; a user at rest holds none (docs/conversation.md).
-    PENDING_MAX_BYTES: int = Field(default=32000, ge=1000)
+    # --- resets and topic shifts (docs/conversation.md) -----------------------------------
     # Whole messages that clear the conversation (case and punctuation ignored).
     RESET_PHRASES: str = "forget everything,clear chat,start over,/reset"
     # Messages starting with one of these compress the old topic into the summary at once.
@@ -245,8 +227,6 @@ class Settings(BaseSettings, EntitySettings, TaskSettings, MediaSettings, Deferr
             raise ValueError("TWILIO_ACCOUNT_SID: REPLY_MODE=rest sends through the Messages API as this account (AC…)")
         if self.REDELIVERY_REPLY_S > self.DEDUP_WINDOW_S:
             raise ValueError("REDELIVERY_REPLY_S must not exceed DEDUP_WINDOW_S")
-        if self.PENDING_HURRY_BYTES >= self.PENDING_MAX_BYTES:
-            raise ValueError("PENDING_HURRY_BYTES must be below PENDING_MAX_BYTES: the work is hurried before pairs drop")
         room = self.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS
         if self.MEMORY_MAX_TOKENS + self.MAX_USER_MESSAGE_TOKENS > room:
             raise ValueError(
