@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bot.memory", "bot.media", "bot.knowledge"),
     ("bot.users",),
     ("bot.conversation",),
-    ("bot.services",),
+    ("bot.services", "bot.message_path"),
     ("bot.channels", "bot.ops", "bot.app", "bot.dev", "bot", "workers"),
 ]
 

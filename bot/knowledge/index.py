@@ -28,15 +28,16 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import bm25s
-import bm25s.stopwords as bm25s_stopwords
 import numpy as np
 import Stemmer
 
 from bot.config.knowledge import LANGUAGES, RRF_K
 from bot.storage.knowledge import StoredChunk
+
+if TYPE_CHECKING:
+    import bm25s
 
 # bm25s logs its progress on the root handler; its bars are turned off below.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -89,6 +90,8 @@ def stopwords(language: str | None) -> frozenset[str]:
     from 16.7 % to 4.2 %)."""
     if language is None:
         return frozenset().union(*(stopwords(code) for code in _STOPWORDS))
+    import bm25s.stopwords as bm25s_stopwords  # bm25s loads when an index is first built
+
     name = _STOPWORDS.get(language or "")
     words = (*getattr(bm25s_stopwords, name, ()), *_QUESTION_WORDS.get(language or "", ())) if name else ()
     return frozenset(w for word in words for w in (word.lower(), unaccented(word.lower())))
@@ -181,6 +184,8 @@ class KnowledgeIndex:
         return list(codes) or [None]
 
     def _build(self, language: str | None, positions: list[int]) -> _Language:
+        import bm25s  # here, not at import: a CLI command that searches nothing never loads it
+
         tokenizer = Tokenizer(language)
         # The path line ("Doc › Heading") counts twice: a heading says what its text is about.
         corpus = [tokenizer(f"{_path_line(self.chunks[p].text)}\n{self.chunks[p].text}") or [""] for p in positions]

@@ -5,15 +5,18 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import openai
 import structlog
 
 from bot.config import Settings
 from bot.exceptions import LLMUnavailable
-from bot.llm.deadline import DeadlineExceeded, DeadlineTransport, httpx, run_with_deadline
+from bot.llm.deadline import DeadlineExceeded, run_with_deadline
+from bot.llm.sdk import lazy_client
 from bot.observability.metrics import MODEL_TOKENS
+
+if TYPE_CHECKING:
+    import openai
 
 log = structlog.get_logger(__name__)
 
@@ -30,8 +33,13 @@ class Completion:
     duration_s: float
 
 
-#: Errors worth another attempt: the request may well succeed a moment later.
-RETRYABLE = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+def retryable() -> tuple[type[Exception], ...]:
+    """Return the errors worth another attempt: the request may well succeed a moment later."""
+    import openai
+
+    return (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+
+
 #: First pause between attempts; it doubles, with jitter.
 BACKOFF_S = 0.25
 #: An attempt shorter than this could not produce an answer: don't start one.
@@ -39,17 +47,12 @@ MIN_ATTEMPT_S = 0.3
 
 
 def make_openai_client(settings: Settings) -> openai.OpenAI:
-    """Build the SDK client. Its own retries are off: they honour Retry-After for up to two
-    minutes, far past Twilio's 15 s, so LLMClient retries against a deadline instead. Its
-    transport ends a response that trickles past the timeout (bot/llm/deadline.py)."""
-    transport = DeadlineTransport(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
-    return openai.OpenAI(
-        api_key=settings.openai_api_key,
-        base_url=settings.OPENAI_BASE_URL,
-        timeout=settings.LLM_TIMEOUT_S,
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(transport=transport),
-    )
+    """Build the SDK client (at its first use: bot/llm/sdk.py). Its own retries are off: they
+    honour Retry-After for up to two minutes, far past Twilio's 15 s, so LLMClient retries
+    against a deadline instead. Its transport ends a response that trickles past the timeout
+    (bot/llm/transport.py)."""
+    return lazy_client(api_key=settings.openai_api_key, base_url=settings.OPENAI_BASE_URL,
+                       timeout=settings.LLM_TIMEOUT_S, max_retries=0, max_connections=1000, max_keepalive=100)
 
 
 class LLMClient:
@@ -74,6 +77,10 @@ class LLMClient:
 
     def _create(self, deadline: float, max_retries: int, **request: Any) -> Any:
         """Call the SDK, retrying retryable errors while the deadline allows."""
+        import openai
+
+        from bot.llm.transport import httpx
+
         attempt = 0
         while True:
             remaining = deadline - time.monotonic()
@@ -84,7 +91,7 @@ class LLMClient:
                     return run_with_deadline(lambda: client.chat.completions.create(**request), budget)
                 except DeadlineExceeded:
                     raise openai.APITimeoutError(request=httpx.Request("POST", str(client.base_url))) from None
-            except RETRYABLE as err:
+            except retryable() as err:
                 pause = BACKOFF_S * (2**attempt) * (0.5 + random.random())
                 left = deadline - time.monotonic() - pause
                 if attempt >= max_retries or left < min(1.0, self.timeout_s):
@@ -121,6 +128,8 @@ class LLMClient:
         if temperature is not None:
             extra["temperature"] = temperature
         started = time.perf_counter()
+        import openai  # loaded with the client, at its first call (bot/llm/sdk.py)
+
         try:
             retries = self.max_retries if max_retries is None else max_retries
             response = self._create(deadline, retries, model=model, messages=messages, max_tokens=max_tokens, **extra)

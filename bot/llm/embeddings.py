@@ -14,22 +14,23 @@ bytes.
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
 from array import array
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Literal, Sequence
 
-import openai
 import structlog
 
 from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
 from bot.exceptions import LLMUnavailable
-from bot.llm.deadline import DeadlineExceeded, DeadlineTransport, httpx, run_with_deadline, submit
+from bot.llm.deadline import DeadlineExceeded, run_with_deadline, submit
+from bot.llm.sdk import lazy_client
 from bot.observability.metrics import MESSAGE_EMBEDDINGS, MODEL_TOKENS
 
 if TYPE_CHECKING:
+    import openai
+
     from bot.config import Settings
 
 log = structlog.get_logger(__name__)
@@ -134,6 +135,8 @@ class Embedder:
         started = time.perf_counter()
         deadline = time.monotonic() + deadline_s
         extra = {"input_type": kind} if self.asymmetric else None
+        import openai  # loaded with the client, at its first call (bot/llm/sdk.py)
+
         for start in range(0, len(texts), BATCH):
             batch = [clip_for_embedding(t, self.max_chars) or "-" for t in texts[start:start + BATCH]]
             budget = deadline - time.monotonic()
@@ -171,16 +174,9 @@ def make_embedder(settings: Settings) -> Embedder | None:
     """Build the embedder the settings name (None with EMBEDDING_MODEL=off)."""
     if not settings.embeddings_on:
         return None
-    # TCP_NODELAY: the SDK writes headers and body apart, and Nagle with delayed ACKs adds 40 ms.
-    transport = DeadlineTransport(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-                                  socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-    client = openai.OpenAI(
-        api_key=settings.EMBEDDING_API_KEY or settings.openai_api_key,
-        base_url=settings.embedding_base_url,
-        timeout=settings.EMBEDDING_DEADLINE_S,
-        max_retries=1,
-        http_client=openai.DefaultHttpxClient(transport=transport),
-    )
+    client = lazy_client(api_key=settings.EMBEDDING_API_KEY or settings.openai_api_key,
+                         base_url=settings.embedding_base_url, timeout=settings.EMBEDDING_DEADLINE_S, max_retries=1,
+                         max_connections=200, max_keepalive=50, nodelay=True)
     # The local model's server takes e5's prefixes (wherever it is served, tests included).
     asymmetric = settings.EMBEDDING_MODEL == LOCAL_EMBEDDING_MODEL
     return Embedder(client, settings.EMBEDDING_MODEL, asymmetric=asymmetric, max_chars=settings.EMBEDDING_MAX_CHARS)

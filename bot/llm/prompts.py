@@ -42,3 +42,10 @@ def load_prompt(name: str, directory: Path) -> Prompt:
     """Return the prompt `directory/name.md`."""
     path = directory / f"{name}.md"
     return _parse(name, path.read_text(encoding="utf-8"))
+
+
+def system_with_knowledge(system_prompt: Prompt, rules: Prompt | None, unknown_reply: str) -> str:
+    """Return the system prompt with the knowledge base's rules after it (as is without rules)."""
+    if rules is None:
+        return system_prompt.text
+    return f"{system_prompt.text}\n\n{rules.text.replace('{unknown_reply}', unknown_reply)}"

@@ -70,7 +70,16 @@ class TokenCounter:
     """Count and cut text in one model's tokens."""
 
     def __init__(self, model: str) -> None:
-        self.encoding = encoding_for(model)
+        self.model = model
+        self._encoding: tiktoken.Encoding | None = None
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        """The model's encoding, loaded at the first count (about 0.2 s: a CLI command that
+        counts nothing never pays it)."""
+        if self._encoding is None:
+            self._encoding = encoding_for(self.model)
+        return self._encoding
 
     def count(self, text: str) -> int:
         """Return the number of tokens in text (short texts, such as a user's fact lines

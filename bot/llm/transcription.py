@@ -10,13 +10,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 import structlog
 
 from bot.exceptions import TranscriptionUnavailable
-from bot.llm.deadline import DeadlineExceeded, DeadlineTransport, run_with_deadline
+from bot.llm.deadline import DeadlineExceeded, run_with_deadline
+from bot.llm.sdk import lazy_client
+
+if TYPE_CHECKING:
+    import openai
 from bot.observability.metrics import MODEL_TOKENS, TRANSCRIPTION_SECONDS
 
 log = structlog.get_logger(__name__)
@@ -38,15 +41,10 @@ class Transcript:
 
 
 def make_transcription_client(base_url: str | None, api_key: str, timeout_s: float) -> openai.OpenAI:
-    """Build the SDK client for transcriptions: no SDK retries (the webhook's deadline
-    rules), and a transport that ends a body trickling past the timeout."""
-    return openai.OpenAI(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout_s,
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(transport=DeadlineTransport()),
-    )
+    """Build the SDK client for transcriptions (at its first use: bot/llm/sdk.py): no SDK
+    retries (the webhook's deadline rules), and a transport that ends a body trickling past
+    the timeout."""
+    return lazy_client(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
 
 
 def _usage(response: Any) -> tuple[int | None, int, int]:
@@ -89,6 +87,8 @@ class Transcriber:
         if language:
             request["language"] = language
         client = self.client.with_options(timeout=budget)
+        import openai  # loaded with the client, just now (bot/llm/sdk.py)
+
         started = time.perf_counter()
         try:
             response = run_with_deadline(lambda: client.audio.transcriptions.create(**request), budget)

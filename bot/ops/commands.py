@@ -7,31 +7,27 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
-import redis
 import structlog
 
-from bot.config import Settings, load_settings, lookup
-from bot.exceptions import ConfigError, LLMUnavailable, StoreUnavailable
-from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
-from bot.memory.rules import FactRules
-from bot.observability.logs import configure_logging, mask_phone, mask_url
+from bot.observability.logs import mask_phone
 from bot.ops import chat_command, entity_commands, handover_commands, kb_commands, operator_commands, task_commands
 from bot.ops.chat_command import e164
 from bot.ops.dev_evals import run_dev_eval
-from bot.services import Services, build_services
-from bot.storage.users import scan_fact_users
-from bot.users import memory as operations
-from bot.users.directory import reindex
-from bot.users.lifecycle import erase_user, reset_conversation
-from bot.users.memory import OperationError
-from bot.users.reports import export_user, iso, list_users, user_report
 
+if TYPE_CHECKING:
+    from bot.services import Services
+
+# Each command imports what it uses when it runs: `--help` and `users` start in well under
+# half a second (docs/operating.md), and only `extract` and `eval` load the model's SDK.
 log = structlog.get_logger(__name__)
 
 
 def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
     """Print one user's context and keys."""
+    from bot.users.reports import iso, user_report
+
     report = user_report(services.users, args.user)
     if args.json:
         if args.message is not None:  # not the user's data: what the knowledge base gives the message
@@ -91,6 +87,8 @@ def cmd_inspect(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_reset(services: Services, args: argparse.Namespace) -> int:
     """Clear one user's conversation (facts are kept)."""
+    from bot.users.lifecycle import reset_conversation
+
     existed = reset_conversation(services.users, args.user, actor="cli", via="cli")
     print(f"reset {args.user}: " + ("conversation cleared" if existed else "nothing to clear"))
     return 0
@@ -98,6 +96,8 @@ def cmd_reset(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_export(services: Services, args: argparse.Namespace) -> int:
     """Write everything stored about one user as JSON (a data access request)."""
+    from bot.users.reports import export_user
+
     report = export_user(services.users, args.user)
     log.info("audit.export", actor="cli", target=mask_phone(args.user), via="cli")
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
@@ -118,6 +118,9 @@ def cmd_export(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_users(services: Services, args: argparse.Namespace) -> int:
     """List known users with last activity and bytes, or rebuild the console's users index."""
+    from bot.users.directory import reindex
+    from bot.users.reports import list_users
+
     if args.action == "reindex":
         print(f"indexed {reindex(services.users)} user(s)", file=sys.stderr)
         return 0
@@ -133,6 +136,8 @@ def cmd_users(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_facts(services: Services, args: argparse.Namespace) -> int:
     """List, set or delete one user's facts."""
+    from bot.users import memory as operations
+
     if args.action == "set":
         if not args.key or args.value is None:
             print("usage: facts +E164 set KEY VALUE [--category C] [--importance X] [--scope S]", file=sys.stderr)
@@ -166,6 +171,9 @@ def cmd_facts(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_extract(services: Services, args: argparse.Namespace) -> int:
     """Run fact extraction now over the user's stored history, five pairs at a time."""
+    from bot.memory.extraction import MAX_PAIRS_PER_RUN, extract_facts, stored_pairs
+    from bot.memory.rules import FactRules
+
     if services.meta.meta(args.user).get("opted_out") == "1" and not args.force:
         print("the user opted out of memory; --force to extract anyway", file=sys.stderr)
         return 1
@@ -186,6 +194,8 @@ def cmd_extract(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_erase(services: Services, args: argparse.Namespace) -> int:
     """Delete every key of one user, facts included."""
+    from bot.users.lifecycle import erase_user
+
     if not args.yes:
         print(f"this erases everything stored about {args.user}; add --yes to confirm", file=sys.stderr)
         return 1
@@ -226,6 +236,10 @@ def cmd_eval(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_memory(services: Services, args: argparse.Namespace) -> int:
     """`memory reembed`: embed users' facts again with EMBEDDING_MODEL."""
+    from bot.exceptions import LLMUnavailable
+    from bot.storage.users import scan_fact_users
+    from bot.users import memory as operations
+
     if services.facts.vectors is None:
         print("EMBEDDING_MODEL=off: there is no model to embed with", file=sys.stderr)
         return 2
@@ -336,6 +350,14 @@ def needs_of(args: argparse.Namespace) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; exit 2 on bad configuration, 3 when Redis is unreachable."""
     args = build_parser().parse_args(argv)
+    import redis
+
+    from bot.config import load_settings, lookup
+    from bot.exceptions import ConfigError, StoreUnavailable
+    from bot.observability.logs import configure_logging, mask_url
+    from bot.services import build_services
+    from bot.users.memory import OperationError
+
     try:
         settings = load_settings(need=needs_of(args))
     except ConfigError as err:

@@ -8,8 +8,10 @@ import importlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.services import Services
+if TYPE_CHECKING:
+    from bot.services import Services
 
 
 def run_dev_eval(services: Services, args: argparse.Namespace, module: str, run: str, show: str) -> int:

@@ -5,14 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from bot.config import E164
-from bot.services import Services
-from bot.storage.users import scan_fact_users
-from bot.users.entities import recall, reextract
-from bot.users.memory import preview_selection, selection_report
-from bot.users.reports import entity_report
+if TYPE_CHECKING:
+    from bot.services import Services
 
 
 def _bar(total: int) -> Callable[[int, str], None]:
@@ -29,6 +25,9 @@ def _bar(total: int) -> Callable[[int, str], None]:
 
 def cmd_entities(services: Services, args: argparse.Namespace) -> int:
     """List one user's entities, or (`reextract`) rebuild entities from facts."""
+    from bot.config import E164
+    from bot.users.reports import entity_report
+
     if args.target == "reextract":
         return _reextract(services, args)
     user = args.target.removeprefix("whatsapp:")
@@ -50,6 +49,9 @@ def cmd_entities(services: Services, args: argparse.Namespace) -> int:
 
 
 def _reextract(services: Services, args: argparse.Namespace) -> int:
+    from bot.storage.users import scan_fact_users
+    from bot.users.entities import reextract
+
     if args.all == bool(args.user):
         print("entities reextract: give one +E164 number, or --all", file=sys.stderr)
         return 2
@@ -68,6 +70,8 @@ def _reextract(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_recall(services: Services, args: argparse.Namespace) -> int:
     """Show which entities a text names and which facts it would bring into the prompt."""
+    from bot.users.memory import preview_selection, selection_report
+
     s = services
     selection = preview_selection(s.users, s.settings, s.counter, args.user, args.text)
     report = selection_report(selection)

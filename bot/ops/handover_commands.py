@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from bot.services import Services
-from bot.users.handover import hand_back, take_over
-from bot.users.reports import handover_report, iso
+if TYPE_CHECKING:
+    from bot.services import Services
 
 
 def cmd_handover(services: Services, args: argparse.Namespace) -> int:
     """Pause the bot for one user (on), let it answer again (off), or show the takeover (status)."""
+    from bot.users.handover import hand_back, take_over
+    from bot.users.reports import handover_report, iso
+
     user = args.user
     if args.state == "on":
         handover = take_over(services.users, services.handover, user, actor="cli", via="cli")

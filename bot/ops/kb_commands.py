@@ -7,12 +7,13 @@ import argparse
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from bot.knowledge.library import KnowledgeError
-from bot.knowledge.reference import Reference
 from bot.ops.dev_evals import run_dev_eval
-from bot.services import Services
+
+if TYPE_CHECKING:
+    from bot.knowledge.reference import Reference
+    from bot.services import Services
 
 
 def _when(ts: float) -> str:
@@ -21,6 +22,8 @@ def _when(ts: float) -> str:
 
 def cmd_kb(services: Services, args: argparse.Namespace) -> int:
     """Run one `kb` action; a refused document exits 2 with the reason."""
+    from bot.knowledge.library import KnowledgeError
+
     try:
         return int(ACTIONS[args.action](services, args))
     except KnowledgeError as err:

@@ -6,13 +6,14 @@ import argparse
 import getpass
 import json
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
-from bot.services import Services
 from bot.storage.operators import AccountError, OperatorStore, check_name
-from bot.users.reports import iso
+
+if TYPE_CHECKING:
+    from bot.services import Services
 
 log = structlog.get_logger(__name__)
 
@@ -53,6 +54,8 @@ def cmd_add(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_list(services: Services, args: argparse.Namespace) -> int:
     """List the operators."""
+    from bot.users.reports import iso
+
     operators = OperatorStore(services.redis).list()
     if args.json:
         print(json.dumps([{"name": o.name, "created_at": iso(o.created_at), "created_by": o.created_by}

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from bot.services import Services
-from bot.users.lifecycle import set_task_extraction
-from bot.users.reports import usage_report, usage_totals
+if TYPE_CHECKING:
+    from bot.services import Services
 
 
 def cmd_task(services: Services, args: argparse.Namespace) -> int:
     """Turn the task call on or off for one user (as /task:on and /task:off do)."""
+    from bot.users.lifecycle import set_task_extraction
+
     set_task_extraction(services.users, args.user, args.state == "on", actor="cli", via="cli")
     note = "" if services.settings.TASK_EXTRACTION == "on" else " (TASK_EXTRACTION is off: no task call for anyone)"
     print(f"task extraction {args.state} for {args.user}{note}")
@@ -22,6 +23,8 @@ def cmd_task(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_usage(services: Services, args: argparse.Namespace) -> int:
     """Print model tokens and cost by purpose, for one user or the top users."""
+    from bot.users.reports import usage_report, usage_totals
+
     prices = services.settings.model_prices
     if args.user:
         rows = usage_report(services.users, args.user, prices)

@@ -29,8 +29,16 @@ ADMIN_NAME = "admin"
 #: NIST SP 800-63B asks for at least 8; operators reach every user's data, so a little more.
 MIN_PASSWORD_CHARS = 12
 MAX_PASSWORD_CHARS = 200
-#: Checked against when the name is unknown, so a wrong name costs as long as a wrong password.
-_DUMMY_HASH = generate_password_hash("not-a-password-of-anyone", method="scrypt")
+#: Checked against when the name is unknown, so a wrong name costs as long as a wrong password
+#: (made at the first such sign-in: scrypt costs about 70 ms, which no CLI command should pay).
+_dummy_hash: str | None = None
+
+
+def _dummy() -> str:
+    global _dummy_hash
+    if _dummy_hash is None:
+        _dummy_hash = generate_password_hash("not-a-password-of-anyone", method="scrypt")
+    return _dummy_hash
 
 
 class AccountError(ValueError):
@@ -100,7 +108,7 @@ class OperatorStore:
             raise StoreUnavailable(str(err)) from err
         stored = _record(raw).get("hash") if raw is not None else None
         if not isinstance(stored, str):
-            check_password_hash(_DUMMY_HASH, password)
+            check_password_hash(_dummy(), password)
             return False
         return check_password_hash(stored, password)
 

@@ -10,7 +10,7 @@ import structlog
 from bot.conversation.prompt import BuiltPrompt, build_prompt
 from bot.conversation.turn import Turn
 from bot.knowledge.reference import reference_section
-from bot.llm.prompts import Prompt
+from bot.llm.prompts import Prompt, system_with_knowledge
 from bot.llm.tokens import TokenCounter
 from bot.storage.context import Context
 
@@ -74,13 +74,6 @@ class PromptStep:
             summary_truncated=prompt.summary_truncated,
             user_truncated=prompt.user_truncated,
         )
-
-
-def system_with_knowledge(system_prompt: Prompt, rules: Prompt | None, unknown_reply: str) -> str:
-    """Return the system prompt with the knowledge base's rules after it (as is without rules)."""
-    if rules is None:
-        return system_prompt.text
-    return f"{system_prompt.text}\n\n{rules.text.replace('{unknown_reply}', unknown_reply)}"
 
 
 def resolved(task: str | None, text: str) -> str:

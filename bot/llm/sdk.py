@@ -1,0 +1,51 @@
+"""The openai SDK's clients, built on first use.
+
+Importing the SDK costs about 0.3 s, and most CLI commands never call a model (`users`,
+`inspect`, `--help`: docs/operating.md): `lazy_client` returns a stand-in that builds the
+real client, with our deadline transport (bot/llm/transport.py), at its first attribute
+access. Code that catches the SDK's errors imports `openai` where it catches them: by then
+the client has been used, so the SDK is loaded.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+
+class LazyClient:
+    """An openai.OpenAI built on first use from a factory; every attribute is the client's."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> Any:
+        """Return the real client, building it once (threads may race to the first call)."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._build()
+        return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.built, name)
+
+
+def lazy_client(*, api_key: str, base_url: str | None, timeout: float, max_retries: int = 0,
+                max_connections: int | None = None, max_keepalive: int | None = None,
+                nodelay: bool = False) -> Any:
+    """Return an openai.OpenAI for these options, built at its first use (see the module)."""
+
+    def build() -> Any:
+        import openai
+
+        from bot.llm.transport import deadline_transport
+
+        transport = deadline_transport(max_connections, max_keepalive, nodelay)
+        return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries,
+                             http_client=openai.DefaultHttpxClient(transport=transport))
+
+    return LazyClient(build)
