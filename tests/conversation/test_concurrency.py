@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 def server_url(settings, redis_client, model: StandinModel) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The app served over real HTTP by a threaded server on 127.0.0.1."""
     server = make_server("127.0.0.1", 0, create_app(settings), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()

@@ -132,10 +132,11 @@ def test_the_lenient_parser_takes_fences_and_refuses_what_does_not_fit() -> None
     assert parse_task('{"task": "x"}') is None and parse_task("nothing") is None
 
 
-def test_operators_turn_it_off_per_user_and_read_usage(make_settings, redis_client, model, services) -> None:  # type: ignore[no-untyped-def]
+def test_operators_turn_it_off_per_user_and_read_usage(make_settings, redis_client, model, services, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import os
     import subprocess
-    import sys
+
+    from tests.cli_support import run_cli
 
     from tests.conftest import AUTH_TOKEN, redis_env
 
@@ -153,7 +154,7 @@ def test_operators_turn_it_off_per_user_and_read_usage(make_settings, redis_clie
                **redis_env(str(services.settings.REDIS_URL), services.settings.queue_redis_url))
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, env=env, timeout=60)
+        return run_cli(args, env, tmp_path)
 
     one = json.loads(cli("usage", USER, "--json").stdout)
     assert one["total"]["cost_usd"] == pytest.approx((1000 * 2.5 + 200 * 10 + 400 * 0.15 + 50 * 0.6) / 1e6)

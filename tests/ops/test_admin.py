@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -13,6 +12,7 @@ from bot import create_app
 from bot.storage.records import Fact
 from bot.dev.standin import StandinModel
 from bot.storage.keys import FACTS_PREFIX, user_key
+from tests.cli_support import run_cli
 from tests.conftest import redis_env, AUTH_TOKEN, USER, inbound_form, sign
 
 pytestmark = pytest.mark.integration
@@ -124,8 +124,7 @@ def cli(redis_url: str, queue_redis_url: str, standin_server: StandinModel, redi
                **redis_env(redis_url, queue_redis_url))
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=120)
+        return run_cli(args, env, tmp_path)
 
     return run
 

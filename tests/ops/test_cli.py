@@ -1,4 +1,6 @@
-"""`whatsapp-bot inspect|chat`, run as a developer would, in a subprocess."""
+"""`whatsapp-bot inspect|chat`, run as a developer would: in this process with a
+subprocess's environment (tests/cli_support.py), and in a real subprocess where the process
+is the point (what `chat` imports, how it starts)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from bot.dev.standin import StandinModel
+from tests.cli_support import run_cli
 from tests.conftest import AUTH_TOKEN, USER, redis_env
 
 pytestmark = pytest.mark.integration
@@ -23,7 +26,7 @@ pytestmark = pytest.mark.integration
 def server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The app served over real HTTP on 127.0.0.1; yields its port."""
     http = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield str(http.server_port)
     http.shutdown()
@@ -41,18 +44,10 @@ def run(redis_url: str, queue_redis_url: str, standin_server: StandinModel, redi
         PORT=server,  # where `chat` finds the bot, as `make run` records it
     )
 
-    def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "bot", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-        )
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return run_cli(args, env, tmp_path, stdin)
 
-    return run_cli
+    return run
 
 
 def test_chat_holds_a_conversation_then_inspect_shows_it(run, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
@@ -88,8 +83,7 @@ def test_inspect_rejects_a_bad_number(run) -> None:  # type: ignore[no-untyped-d
 
 def test_each_command_needs_only_what_it_uses(redis_url: str, queue_redis_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     def bare(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True,
-                              env={"PATH": os.environ["PATH"], **env}, cwd=tmp_path, timeout=60)
+        return run_cli(args, {"PATH": os.environ["PATH"], **env}, tmp_path)
 
     for command in (["users"], ["inspect", USER], ["facts", USER], ["reset", USER], ["export", USER]):
         result = bare(*command, **redis_env(redis_url, queue_redis_url))  # no Twilio token, no model key
@@ -107,12 +101,10 @@ def test_settings_come_from_env_then_dotenv_then_make_run(queue_redis_url: str, 
     (tmp_path / ".run").mkdir()
     (tmp_path / ".run" / "dev.env").write_text("REDIS_URL=redis://127.0.0.1:1/0\nPORT=5999\n")
     (tmp_path / ".env").write_text(f"REDIS_URL={redis_url}\n")
-    result = subprocess.run([sys.executable, "-m", "bot", "users"], capture_output=True, text=True,
-                            env={"PATH": os.environ["PATH"]}, cwd=tmp_path, timeout=60)
+    result = run_cli(["users"], {"PATH": os.environ["PATH"]}, tmp_path)
     assert result.returncode == 0 and f"redis: {redis_url} (from .env)" in result.stderr
     (tmp_path / ".env").unlink()
-    result = subprocess.run([sys.executable, "-m", "bot", "users"], capture_output=True, text=True,
-                            env={"PATH": os.environ["PATH"]}, cwd=tmp_path, timeout=60)
+    result = run_cli(["users"], {"PATH": os.environ["PATH"]}, tmp_path)
     assert result.returncode == 3 and "(from .run/dev.env)" in result.stderr
     assert "REDIS_URL=redis://127.0.0.1:1/0" in result.stderr
 
@@ -141,7 +133,7 @@ def test_chat_sends_real_media_through_the_twilio_standin(make_settings, redis_u
     twilio = TwilioStandin(account, AUTH_TOKEN).start()
     app = create_app(make_settings(TWILIO_ACCOUNT_SID=account, TWILIO_API_BASE_URL=twilio.url))
     http = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
+    threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     photo = tmp_path / "dish.png"
     Image.new("RGB", (800, 600), (10, 120, 30)).save(photo)
     voice = os.path.join(os.path.dirname(__file__), "..", "data", "voice_ana.ogg")
@@ -149,12 +141,9 @@ def test_chat_sends_real_media_through_the_twilio_standin(make_settings, redis_u
     env.update(TWILIO_AUTH_TOKEN=AUTH_TOKEN, TWILIO_ACCOUNT_SID=account, TWILIO_API_BASE_URL=twilio.url,
                PORT=str(http.server_port), **redis_env(redis_url, queue_redis_url))
     try:
-        result = subprocess.run(
-            [sys.executable, "-m", "bot", "chat", "--user", USER], capture_output=True, text=True, env=env,
-            cwd=tmp_path, timeout=60,
-            input=f"/voice {voice}\n/photo {photo} What is this dish?\n/photo /no/such/file.jpg\n"
-                  "/location 41.1496 -8.6109 Café Majestic\n",
-        )
+        result = run_cli(["chat", "--user", USER], env, tmp_path,
+                         stdin=f"/voice {voice}\n/photo {photo} What is this dish?\n/photo /no/such/file.jpg\n"
+                               "/location 41.1496 -8.6109 Café Majestic\n")
     finally:
         http.shutdown()
         twilio.stop()
@@ -183,7 +172,7 @@ def test_chat_waits_for_a_deferred_reply(make_settings, redis_url, queue_redis_u
                              TWILIO_MESSAGING_BASE_URL=twilio.url, DEFERRED_REPLIES=True)
     app = create_app(settings)
     http = make_server("127.0.0.1", 0, app, threaded=True)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
+    threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     voice = os.path.join(os.path.dirname(__file__), "..", "data", "voice_ana.ogg")
     worker_env = {**os.environ, **{k: str(v) for k, v in settings.model_dump().items() if v is not None}}
     worker = subprocess.Popen([str(Path(sys.executable).parent / "rq"), "worker", "--worker-class",
@@ -193,8 +182,7 @@ def test_chat_waits_for_a_deferred_reply(make_settings, redis_url, queue_redis_u
     env.update(TWILIO_AUTH_TOKEN=AUTH_TOKEN, TWILIO_ACCOUNT_SID=account, TWILIO_API_BASE_URL=twilio.url,
                PORT=str(http.server_port), **redis_env(redis_url, queue_redis_url))
     try:
-        result = subprocess.run([sys.executable, "-m", "bot", "chat", "--user", USER], capture_output=True, text=True,
-                                env=env, cwd=tmp_path, timeout=90, input=f"/voice {voice}\nThanks, and on Sunday?\n")
+        result = run_cli(["chat", "--user", USER], env, tmp_path, stdin=f"/voice {voice}\nThanks, and on Sunday?\n")
     finally:
         stop_process(worker, timeout_s=15)
         http.shutdown()

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from bot import create_app
 from bot.dev.standin import StandinModel
 from bot.storage.keys import KB_KEYS
+from tests.cli_support import run_cli
 from tests.conftest import AUTH_TOKEN, USER, redis_env
 
 pytestmark = pytest.mark.integration
@@ -95,11 +95,10 @@ def run(redis_url: str, queue_redis_url: str, standin_server: StandinModel, redi
     base.update(TWILIO_AUTH_TOKEN=AUTH_TOKEN, OPENAI_API_KEY="test-key", OPENAI_BASE_URL=standin_server.url,
                 **redis_env(redis_url, queue_redis_url))
 
-    def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True,
-                              env={**base, **(env or {})}, cwd=tmp_path, timeout=120)
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return run_cli(args, {**base, **(env or {})}, tmp_path)
 
-    return run_cli
+    return run
 
 
 def test_the_cli_adds_a_folder_and_searches_it(run, tmp_path: Path, redis_client) -> None:  # type: ignore[no-untyped-def]

@@ -167,7 +167,6 @@ def test_a_job_whose_worker_was_killed_is_redone_by_the_pool_at_once(  # type: i
     """Two supervised workers with the Procfile's intervals (heartbeat 5 s, maintenance
     10 s): the one running the summary is killed with its work horse mid-call, the
     supervisor marks its job abandoned, and the pool redoes it once, without the backoff."""
-    import psutil
     from rq.worker import Worker
 
     settings = summary_due(make_settings, model)

@@ -7,13 +7,13 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from bot.ops import operator_commands
 from bot.storage.keys import OPERATORS_KEY
 from bot.storage.operators import AccountError, OperatorStore
+from tests.cli_support import run_cli
 from tests.conftest import AUTH_TOKEN, redis_env
 from tests.ops.console.support import OPERATOR, PASSWORD, sign_in
 
@@ -64,8 +64,7 @@ def cli(redis_url: str, queue_redis_url: str, redis_client, tmp_path):  # type: 
     env.update(TWILIO_AUTH_TOKEN=AUTH_TOKEN, **redis_env(redis_url, queue_redis_url))
 
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "bot", *args], input=stdin, capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=60)
+        return run_cli(args, env, tmp_path, stdin)
 
     return run
 
