@@ -12,7 +12,7 @@ from bot.storage.keys import KB_KEYS, KB_META_KEY
 from bot.storage.knowledge import DocRecord, KnowledgeStore, chunk_json, vector_text
 from bot.storage.scripts import UNREAD, Scripts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 def record(doc_id: str = "faq", sha: str = "a" * 64, chunks: int = 2, size: int = 100, **extra: object) -> DocRecord:

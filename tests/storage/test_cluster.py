@@ -22,7 +22,7 @@ from bot.storage.keys import user_keys
 from bot.storage.records import Pair
 from bot.storage.users import erase_keys, scan_users
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 USERS = [f"+3519{i:08d}" for i in range(30)]
 

@@ -13,6 +13,8 @@ from bot.storage.records import Pair
 from bot.storage.redelivery import INFLIGHT_LEASE_S, RedeliveryPolicy
 from bot.storage.triggers import SUMMARY, SummaryPolicy
 
+pytestmark = pytest.mark.cluster
+
 USER = "+14155550100"
 
 

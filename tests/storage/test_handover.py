@@ -14,6 +14,8 @@ from bot.storage.keys import HANDOVER_LOG_PREFIX, HANDOVER_PREFIX, user_key
 from bot.storage.usage import UsageStore, usage_fields
 from tests.conftest import USER
 
+pytestmark = pytest.mark.cluster
+
 NOW = 1_780_000_000.0  # 2026-05-28 20:26:40 UTC
 
 

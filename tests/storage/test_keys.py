@@ -6,6 +6,9 @@ from pathlib import Path
 
 from bot.config import Settings
 from bot.storage.keys import TTL_RULES, USER_KEYS, user_keys
+import pytest
+
+pytestmark = pytest.mark.cluster
 
 
 def test_every_key_has_a_ttl_rule_set_by_a_setting() -> None:

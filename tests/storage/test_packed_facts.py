@@ -9,6 +9,9 @@ from structlog.testing import capture_logs
 
 from bot.storage import packed_facts
 from bot.storage.records import Fact
+import pytest
+
+pytestmark = pytest.mark.cluster
 
 FACTS = {f"fact_{i}": Fact(f"fact_{i}", f"valor número {i} — com acentos", "preference", 0.9, 0.5).to_json()
          for i in range(50)}

@@ -9,6 +9,8 @@ import pytest
 
 from bot.storage.scripts import LUA_DIR, Scripts, load_script
 
+pytestmark = pytest.mark.cluster
+
 SCRIPTS = sorted(p.stem for p in LUA_DIR.glob("*.lua") if p.stem != "helpers")
 
 

@@ -10,6 +10,9 @@ from bot.storage.context import CommitRecord, ContextStore
 from bot.storage.keys import MEMORY_PREFIX, user_key
 from bot.storage.records import Pair
 from bot.storage.triggers import EXTRACTION, SUMMARY, SummaryPolicy, TriggerRule
+import pytest
+
+pytestmark = pytest.mark.cluster
 
 USER = "+14155550100"
 

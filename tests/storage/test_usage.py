@@ -8,7 +8,7 @@ from bot.storage.keys import MEMORY_PREFIX, USAGE_PREFIX, user_key
 from bot.storage.usage import Usage, UsageStore
 from tests.conftest import USER
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 def test_a_job_that_ends_after_an_erase_counts_nothing(redis_client) -> None:  # type: ignore[no-untyped-def]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 
 from bot.services import Services
@@ -14,6 +15,8 @@ from bot.storage.user_index import UserIndex
 from bot.users.directory import PAGE_SIZE, active_users, reindex, users_page
 from bot.users.lifecycle import erase_user
 from tests.conftest import CLUSTER
+
+pytestmark = pytest.mark.cluster
 
 NOW = 1_800_000_000.0
 
