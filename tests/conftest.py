@@ -36,6 +36,9 @@ AUTH_TOKEN = "test-auth-token-0123456789abcdef"
 #: The Twilio account of the tests: the Messages API and Media URLs of the Twilio stand-in.
 ACCOUNT = "AC" + "1" * 32
 USER = "+14155550100"
+#: What a busy machine may add to a deadline in the tests that check one (docs/testing.md): each
+#: such test makes the failure it guards against take 20 s or more, so this slack never hides it.
+BUSY_SLACK_S = 2.0
 
 
 def stored_facts(client, user: str = USER) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -222,7 +225,13 @@ def make_settings(
             "LOG_LEVEL": "DEBUG",
         }
         values.update(overrides)
-        return load_settings(env_files=False, **values)
+        # What give_workers put in the environment is for the jobs, not for the next settings
+        # a test makes (the environment fills every setting not given here).
+        hidden = {name: os.environ.pop(name) for name in _GIVEN if name in os.environ}
+        try:
+            return load_settings(env_files=False, **values)
+        finally:
+            os.environ.update(hidden)
 
     return make
 
@@ -304,14 +313,21 @@ def services(settings: Settings, redis_client: redis.Redis):  # type: ignore[no-
     return build_services(settings)
 
 
+#: The settings give_workers put in the environment (make_settings leaves them out).
+_GIVEN: set[str] = set()
+
+
 def give_workers(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """Give RQ jobs these settings through the environment, as a worker process gets them,
     and drop what the job module built from the settings before."""
     import workers.jobs
 
     for name, value in settings.model_dump().items():
-        if value is not None:
+        if value is None:
+            monkeypatch.delenv(name, raising=False)  # not one left from settings given before
+        else:
             monkeypatch.setenv(name, str(value))
+            _GIVEN.add(name)
     workers.jobs.services.cache_clear()
     workers.jobs.deferred_replies.cache_clear()
 
@@ -365,6 +381,50 @@ def run_worker(worker_env: Settings):  # type: ignore[no-untyped-def]
 
     yield work
     connection.close()
+
+
+def scheduled(queue_redis_url: str, queue_name: str) -> dict[str, float]:
+    """Return the delayed jobs of a queue: job id -> when it is due (RQ's whole seconds)."""
+    from rq import Queue
+
+    connection = make_redis(queue_redis_url, decode_responses=False)
+    try:
+        registry = Queue(queue_name, connection=connection).scheduled_job_registry
+        return {k.decode(): v for k, v in connection.zrange(registry.key, 0, -1, withscores=True)}
+    finally:
+        connection.close()
+
+
+def enqueue_due(queue_redis_url: str, queue_name: str) -> None:
+    """Move the delayed jobs that are due into their queue, as the worker's scheduler does."""
+    from rq.scheduler import RQScheduler
+
+    connection = make_redis(queue_redis_url, decode_responses=False)
+    scheduler = RQScheduler([queue_name], connection=connection)
+    scheduler.acquire_locks()
+    try:
+        scheduler.enqueue_scheduled_jobs()
+    finally:
+        scheduler.release_locks()
+        connection.close()
+
+
+def run_when_due(queue_redis_url: str, queue_name: str, run_worker: Callable[..., bool],
+                 until: Callable[[], bool] | None = None, ceiling_s: float = 30.0) -> None:
+    """Wait until the first delayed job of the queue is due by its own schedule (whatever the
+    machine's speed; the ceiling is for a hang), move the due jobs into the queue as the
+    worker's scheduler does, and run the queue; with `until`, again (a job that looks again
+    later delays itself) until it holds."""
+    deadline = time.monotonic() + ceiling_s
+    while True:
+        due = min(scheduled(queue_redis_url, queue_name).values(), default=None)
+        assert due is not None, f"no delayed job in {queue_name}"
+        while time.time() < due and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, due - time.time())))
+        enqueue_due(queue_redis_url, queue_name)
+        run_worker(queue_name)
+        if until is None or until() or time.monotonic() > deadline:
+            return
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from bot import create_app
 from bot.dev.standin import StandinModel
 from tests.conftest import USER, gunicorn_serving, inbound_form, new_sid, sign
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 @pytest.fixture

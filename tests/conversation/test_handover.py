@@ -28,7 +28,7 @@ from bot.users.memory import OperationError
 from bot.users.reports import export_user, user_report
 from tests.conftest import ACCOUNT, AUTH_TOKEN, USER, inbound_form, new_sid, sign
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 PUBLIC = "https://bot.example.com"
 NOTICE = "A person from our team will answer you here."

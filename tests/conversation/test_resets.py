@@ -14,7 +14,7 @@ from bot.dev.standin import StandinModel
 from bot.storage.keys import CONTEXT_PREFIX, PENDING_PREFIX, SEEN_PREFIX, user_key
 from tests.conftest import USER, inbound_form, sign
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 OPERATOR = "+447700900001"
@@ -131,7 +131,7 @@ def test_metrics_expose_the_counters(client, send, model: StandinModel) -> None:
     model.script({"status": 500})
     send("This one fails because the model is down, sadly.")
     send("This one works and is long enough to be stored in context.")
-    send("", NumMedia="1", MediaContentType0="image/jpeg")
+    send("", NumMedia="1", MediaContentType0="video/mp4")  # a kind the bot does not read
     text = client.get("/metrics").get_data(as_text=True)
     assert 'bot_messages_total{outcome="accepted",reason="ok"}' in text
     assert 'bot_messages_total{outcome="rejected",reason="model_error"}' in text

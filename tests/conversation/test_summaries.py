@@ -16,9 +16,9 @@ from bot.jobs.queue import SUMMARY_QUEUE
 from bot.storage.triggers import SUMMARY as SUMMARY_JOB
 from bot.storage.connection import make_redis
 from bot.dev.standin import StandinModel
-from tests.conftest import USER, give_workers, inbound_form, sign
+from tests.conftest import USER, give_workers, inbound_form, run_when_due, scheduled, sign
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 SUMMARY = "The user is planning a week in Lisbon in May and wants quiet places to stay."
 #: Only the summary job's request contains this (bot.summary.render_transcript).
@@ -254,21 +254,10 @@ def test_queue_failure_never_fails_the_reply_and_frees_the_trigger(  # type: ign
 
 
 # -- the idle summary ------------------------------------------------------------------
-def run_due_scheduled_jobs(queue_redis_url: str) -> None:
-    """Move the delayed jobs that are due into their queue, as the worker's scheduler does."""
-    from rq.scheduler import RQScheduler
-
-    scheduler = RQScheduler([SUMMARY_QUEUE], connection=make_redis(queue_redis_url, decode_responses=False))
-    scheduler.acquire_locks()
-    try:
-        scheduler.enqueue_scheduled_jobs()
-    finally:
-        scheduler.release_locks()
-
-
 @pytest.fixture
-def idle_send(make_settings, redis_client, model, monkeypatch):  # type: ignore[no-untyped-def]
-    """Send with SUMMARY_IDLE_S=3, and give the worker the same settings."""
+def idle_send(make_settings, redis_client, model, monkeypatch, run_worker):  # type: ignore[no-untyped-def]
+    """Send with SUMMARY_IDLE_S=3, and give the worker the same settings (after run_worker has
+    given it the defaults)."""
     import workers.jobs
 
     settings = make_settings(SUMMARY_IDLE_S=3)
@@ -289,17 +278,15 @@ def test_a_quiet_user_keeps_only_the_summary_and_the_recent_window(  # type: ign
     for i in range(7):  # 2 pairs leave the 5-pair window; no summary is due yet
         idle_send(f"Question {i}: what else should we see in Lisbon?")
     assert redis_client.llen(f"chat_pending:{{{USER}}}") == 2 and not services.store.load(USER).summary
-    started = time.monotonic()
-    time.sleep(1.5)
-    idle_send("One more: is the tram 28 worth it with kids?")  # not quiet yet when the job looks
-    while time.monotonic() - started < 3.2:
-        time.sleep(0.1)
-    run_due_scheduled_jobs(queue_redis_url)
-    run_worker(SUMMARY_QUEUE)
+    [due] = scheduled(queue_redis_url, SUMMARY_QUEUE).values()
+    while time.time() < due:  # the idle look is due: the user writes once more just then
+        time.sleep(0.05)
+    idle_send("One more: is the tram 28 worth it with kids?")
+    run_when_due(queue_redis_url, SUMMARY_QUEUE, run_worker)
     assert not services.store.load(USER).summary  # it looked, found the user active, looks later
-    time.sleep(1.8)
-    run_due_scheduled_jobs(queue_redis_url)
-    run_worker(SUMMARY_QUEUE)
+    [again] = scheduled(queue_redis_url, SUMMARY_QUEUE).values()
+    assert again > due  # a full pause after the last message
+    run_when_due(queue_redis_url, SUMMARY_QUEUE, run_worker, until=lambda: bool(services.store.load(USER).summary))
     context = services.store.load(USER)
     assert context.summary and context.summarized_seq == 8 and context.count_since_summary == 0
     assert redis_client.llen(f"chat_pending:{{{USER}}}") == 0 and len(context.recent) == 5
@@ -312,9 +299,7 @@ def test_an_idle_fold_that_fails_is_retried_and_frees_the_summary_trigger(  # ty
     for i in range(7):
         idle_send(f"Question {i}: what else should we see in Lisbon?")
     model.script({"status": 500, "match": SUMMARY_MARK})  # the first fold fails; RQ retries it
-    time.sleep(3.2)
-    run_due_scheduled_jobs(queue_redis_url)
-    run_worker(SUMMARY_QUEUE)
+    run_when_due(queue_redis_url, SUMMARY_QUEUE, run_worker, until=lambda: bool(services.store.load(USER).summary))
     context = services.store.load(USER)
     assert context.summary and context.summarized_seq == 7 and context.summary_job_token is None
     assert redis_client.llen(f"chat_pending:{{{USER}}}") == 0 and len(summary_requests(model)) == 2

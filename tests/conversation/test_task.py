@@ -15,7 +15,7 @@ from bot.conversation.task import parse_task
 from bot.dev.standin import StandinModel
 from bot.storage.usage import decode_usage
 from bot.storage.keys import USAGE_PREFIX, user_key
-from tests.conftest import USER
+from tests.conftest import BUSY_SLACK_S, USER
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +86,7 @@ def test_task_off_skips_the_call_and_task_on_brings_it_back(chat, model: Standin
     assert [kind for kind, _ in calls(model)] == ["task", "reply"]
 
 
-@pytest.mark.parametrize("failure", [{"status": 500}, {"delay_s": 5}, {"content": "not json at all"}])
+@pytest.mark.parametrize("failure", [{"status": 500}, {"delay_s": 30}, {"content": "not json at all"}])
 def test_a_failing_task_call_still_gives_a_normal_reply_in_time(chat, model: StandinModel, failure: dict) -> None:  # type: ignore[no-untyped-def,type-arg]
     say = chat[0](TASK_DEADLINE_S=1.5)
     say("What's the weather like in Lisbon today? I want to walk around Alfama.")
@@ -95,7 +95,7 @@ def test_a_failing_task_call_still_gives_a_normal_reply_in_time(chat, model: Sta
     started = time.monotonic()
     reply = say("How does that compare to yesterday?")
     took = time.monotonic() - started
-    assert "canned reply" in reply and took < 1.5 + 1.0  # the deadline, then the reply
+    assert "canned reply" in reply and took < 1.5 + BUSY_SLACK_S  # the deadline, then the reply: not 30 s
     task_calls = [k for k, _ in calls(model) if k == "task"]
     assert len(task_calls) == (1 if "content" in failure else len(task_calls))  # never retried when invalid
     if "status" in failure:
@@ -132,6 +132,7 @@ def test_the_lenient_parser_takes_fences_and_refuses_what_does_not_fit() -> None
     assert parse_task('{"task": "x"}') is None and parse_task("nothing") is None
 
 
+@pytest.mark.cluster
 def test_operators_turn_it_off_per_user_and_read_usage(make_settings, redis_client, model, services, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import os
     import subprocess

@@ -17,7 +17,7 @@ from bot.storage.keys import KB_KEYS
 from bot.users.reports import export_user
 from tests.conftest import USER
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 HOURS = b"""# Opening hours
 

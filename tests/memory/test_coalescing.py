@@ -12,19 +12,19 @@ from bot import create_app
 from bot.dev.standin import StandinModel
 from bot.jobs.queue import FACTS_QUEUE
 from bot.storage.connection import make_redis
-from tests.conftest import USER, give_workers, inbound_form, sign
+from tests.conftest import USER, give_workers, inbound_form, run_when_due, scheduled, sign
 from tests.memory.test_memory import EXTRACT_MARK
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 IDLE_S = 2
 
 
 @pytest.fixture
 def chat(make_settings, redis_client, model, monkeypatch, run_worker, queue_redis_url):  # type: ignore[no-untyped-def]
-    """(send, look): send a message; look = run the due delayed jobs, then the facts worker."""
+    """(send, run_when_due, queue): send a message; run the facts queue once its first delayed
+    job is due (by its own schedule: no timed waits), until `until` holds if given."""
     import workers.jobs
-    from rq.scheduler import RQScheduler
 
     settings = make_settings(EXTRACTION_INTERVAL=1, EXTRACTION_IDLE_S=IDLE_S, EXTRACTION_MAX_PAIRS=8, SUMMARY_IDLE_S=0)
     give_workers(settings, monkeypatch)
@@ -35,17 +35,12 @@ def chat(make_settings, redis_client, model, monkeypatch, run_worker, queue_redi
         form = inbound_form(body)
         assert client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)}).status_code == 200
 
-    def look() -> None:
-        scheduler = RQScheduler([FACTS_QUEUE], connection=connection)
-        scheduler.acquire_locks()
-        try:
-            scheduler.enqueue_scheduled_jobs()
-        finally:
-            scheduler.release_locks()
-        run_worker(FACTS_QUEUE)
+    def when_due(until=None) -> None:  # type: ignore[no-untyped-def]
+        run_when_due(queue_redis_url, FACTS_QUEUE, run_worker, until=until)
 
-    yield send, look, Queue(FACTS_QUEUE, connection=connection)
+    yield send, when_due, Queue(FACTS_QUEUE, connection=connection)
     workers.jobs.services.cache_clear()
+    connection.close()
 
 
 def extraction_requests(model: StandinModel) -> list[str]:
@@ -53,33 +48,24 @@ def extraction_requests(model: StandinModel) -> list[str]:
 
 
 def test_a_burst_is_read_by_one_call_once_the_user_pauses(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
-    send, look, queue = chat
-    first = time.monotonic()
-    for i in range(5):
+    send, when_due, queue = chat
+    for i in range(6):
         send(f"Message {i}: my trip to Lisbon needs planning, with museums and trams.")
     assert queue.count == 0  # one delayed job, waiting for the pause
-    time.sleep(max(0.0, first + IDLE_S + 0.2 - time.monotonic()))
-    send("Message 5: and a good place for dinner near Alfama, please.")
-    look()  # due now, but the user just wrote: it looks again later, without a model call
-    assert extraction_requests(model) == []
-    time.sleep(IDLE_S + 0.3)
-    look()
+    when_due(until=lambda: bool(extraction_requests(model)))
     [request] = extraction_requests(model)
     assert all(f"Message {i}:" in request for i in range(6))  # every unread pair, in one call
 
 
 def test_max_pairs_run_at_the_next_look_even_if_the_user_never_pauses(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
-    send, look, _ = chat
-    first = time.monotonic()
+    send, when_due, _ = chat
     for i in range(8):
         send(f"Message {i}: what else should I see in Porto this weekend?")
-    time.sleep(max(0.0, first + IDLE_S + 0.2 - time.monotonic()))
     send("Message 8: and how do I get there from Lisbon?")  # still writing
-    look()
+    when_due()  # the eighth pair made the job due now
     [request] = extraction_requests(model)
     assert "Message 0:" in request and "Message 7:" in request and "Message 8:" not in request  # the oldest 8
-    time.sleep(IDLE_S + 0.3)
-    look()  # the follow-up reads the rest
+    when_due(until=lambda: len(extraction_requests(model)) > 1)  # the follow-up, after the pause
     assert "Message 8:" in extraction_requests(model)[-1]
 
 
@@ -115,20 +101,22 @@ def test_a_job_waiting_between_retries_is_not_hurried(chat, services) -> None:  
     assert not services.jobs.waiting_for_delay(ident)
 
 
-def test_a_user_still_writing_moves_the_waiting_extraction_instead_of_waking_it(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
+def test_a_user_still_writing_moves_the_waiting_extraction_instead_of_waking_it(  # type: ignore[no-untyped-def]
+        chat, model: StandinModel, queue_redis_url) -> None:
     """Each message moves the one waiting job to a full pause from now (one Redis command), so
     it never wakes up only to find the user still writing."""
     from bot.observability.metrics import EXTRACTIONS
 
-    send, look, queue = chat
+    send, when_due, queue = chat
     looks = EXTRACTIONS.labels(result="waiting")._value.get()
     for i in range(6):  # 3 s of writing, more than the 2 s pause the job waits for
+        sent_at = time.time()
         send(f"Message {i}: what should I pack for a week in the Azores in March?")
-        look()  # due jobs run at once: none is due while the user writes
+        [due] = scheduled(queue_redis_url, FACTS_QUEUE).values()  # one job, a full pause from this message
+        assert due >= int(sent_at) + IDLE_S
         time.sleep(0.5)
-    assert extraction_requests(model) == [] and len(queue.scheduled_job_registry.get_job_ids()) == 1
-    time.sleep(IDLE_S + 0.5)
-    look()
+    assert extraction_requests(model) == [] and queue.count == 0
+    when_due(until=lambda: bool(extraction_requests(model)))
     [request] = extraction_requests(model)
     assert all(f"Message {i}:" in request for i in range(6))
     assert EXTRACTIONS.labels(result="waiting")._value.get() == looks  # not one look

@@ -15,7 +15,7 @@ from bot.users.reports import export_user
 from tests.conftest import USER
 from tests.memory.test_memory import EXTRACT_MARK, extracted
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 #: Only pass-2 requests carry this (bot/memory/entity_extraction.render_entity_request).
 ENTITY_MARK = "Known entities:"

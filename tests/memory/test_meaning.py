@@ -24,7 +24,7 @@ from bot.users.reports import export_user
 from tests.conftest import USER
 from tests.memory.test_entities_flow import memory_block_of_last_reply
 
-pytestmark = [pytest.mark.integration, pytest.mark.embeddings]
+pytestmark = [pytest.mark.integration, pytest.mark.embeddings, pytest.mark.cluster]
 
 FACTS_KEY, VECTORS_KEY = user_key(FACTS_PREFIX, USER), user_key(VECTORS_PREFIX, USER)
 

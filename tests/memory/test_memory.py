@@ -17,7 +17,7 @@ from bot.storage.records import Fact
 from bot.storage.keys import FACTS_PREFIX, MEMORY_PREFIX, SEEN_PREFIX, SESSION_FACTS_PREFIX, user_key
 from tests.conftest import USER, give_workers, inbound_form, sign, stored_facts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 #: Only extraction requests carry this (bot.extraction.render_request).
 EXTRACT_MARK = "Known facts:"

@@ -15,7 +15,7 @@ from bot.storage.keys import FACTS_PREFIX, user_key
 from tests.cli_support import run_cli
 from tests.conftest import redis_env, AUTH_TOKEN, USER, inbound_form, sign
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 TOKEN = "admin-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -19,7 +19,7 @@ from bot.dev.standin import StandinModel
 from tests.cli_support import run_cli
 from tests.conftest import AUTH_TOKEN, USER, redis_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 @pytest.fixture

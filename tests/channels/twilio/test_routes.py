@@ -17,7 +17,7 @@ from bot.dev.embedded import free_port
 from bot.dev.standin import StandinModel
 from bot.storage.keys import CONTEXT_PREFIX, user_key
 from bot.llm.tokens import TokenCounter
-from tests.conftest import AUTH_TOKEN, USER, inbound_form, new_sid, sign
+from tests.conftest import AUTH_TOKEN, BUSY_SLACK_S, USER, inbound_form, new_sid, sign
 
 pytestmark = pytest.mark.integration
 
@@ -502,7 +502,7 @@ def test_a_model_that_stalls_mid_response_cannot_outlast_the_deadline(make_setti
     client = create_app(make_settings(LLM_TIMEOUT_S=5.0, WEBHOOK_DEADLINE_S=4.0, REDIS_TIMEOUT_S=0.2)).test_client()
     response, elapsed = post_timed(client)
     assert messages(response) == [FALLBACK_REPLY]
-    assert elapsed < 4.0
+    assert elapsed < 4.0 + BUSY_SLACK_S  # not the 20 s stall
 
 
 def test_a_redis_that_stalls_cannot_outlast_the_deadline(make_settings, model) -> None:  # type: ignore[no-untyped-def]
@@ -531,7 +531,7 @@ def test_a_redis_that_stalls_cannot_outlast_the_deadline(make_settings, model) -
         client = create_app(make_settings(REDIS_URL=url, REDIS_TIMEOUT_S=0.25, WEBHOOK_DEADLINE_S=5.0)).test_client()
         response, elapsed = post_timed(client)
         assert messages(response) == [ANSWER]  # answered without memory
-        assert elapsed < 5.0
+        assert elapsed < 5.0 + BUSY_SLACK_S  # the Redis never answers
     finally:
         stop.set()
         for conn in held:
@@ -547,4 +547,4 @@ def test_waiting_for_an_attempt_in_flight_stops_at_the_deadline(make_settings, r
     started = time.monotonic()
     response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
     assert response.status_code == 200 and messages(response) == []
-    assert time.monotonic() - started < 3.0 and model.requests() == []
+    assert time.monotonic() - started < 3.0 + BUSY_SLACK_S and model.requests() == []  # not DEDUP_WAIT_S's 30 s

@@ -101,6 +101,7 @@ def test_sign_in_goes_back_to_the_page_asked_for_never_elsewhere(anonymous) -> N
         assert response.headers["Location"] == lands, target
 
 
+@pytest.mark.cluster
 def test_failed_sign_ins_are_limited_per_name_and_address_and_logged(console_settings, anonymous, redis_client) -> None:  # type: ignore[no-untyped-def]
     add_operator(redis_client)
     limit = console_settings.CONSOLE_SIGNIN_LIMIT

@@ -70,6 +70,7 @@ def cli(redis_url: str, queue_redis_url: str, redis_client, tmp_path):  # type: 
 
 
 @pytest.mark.integration
+@pytest.mark.cluster
 def test_operators_add_list_remove_and_sign_in(cli, console_app, redis_client) -> None:  # type: ignore[no-untyped-def]
     added = cli("operators", "add", OPERATOR, "--password-stdin", stdin=PASSWORD + "\n")
     assert added.returncode == 0 and f"added operator {OPERATOR}" in added.stdout, added.stderr

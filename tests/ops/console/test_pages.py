@@ -17,7 +17,7 @@ from bot.users.directory import reindex
 from tests.conftest import USER
 from tests.ops.console.support import SECRET, TOKEN, say, sign_in
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror="alert(1)">'
 OTHER = "+447700900123"
