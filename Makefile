@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean venv cli bytecode
+.PHONY: run test test-quick bench clean venv cli bytecode
 
 venv: $(STAMP)
 
@@ -18,14 +18,23 @@ $(STAMP): pyproject.toml
 run: $(STAMP) bytecode
 	$(BIN)/python -m bot.dev.runner
 
-## test: every test, unit and integration, with the real local embedding model; then again with
-## user state on a 3-master Redis Cluster and RQ on a standalone Redis (the fixtures start both;
-## tests/dev is topology-free, and the browser tests read pages the Flask-client tests already read
-## on the cluster), the model only for the tests marked `embeddings`
+## test: every test, unit and integration, with the real local embedding model (first pass); then the
+## tests marked `cluster` again with user state on a 3-master Redis Cluster and RQ on a standalone Redis
+## (the fixtures start both): tests of keys, scripts and slots, and one end-to-end path of each kind; the
+## pass fails if any function of bot/storage/ or Lua script did not run on the cluster (docs/testing.md).
+## PYTEST_FLAGS reaches both passes (.ci/run gives --durations=25).
 test: $(STAMP) bytecode
-	$(BIN)/python -m pytest -q
-	TEST_REDIS_TOPOLOGY=cluster TEST_EMBEDDINGS=off $(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/dev \
-		--ignore=tests/browser
+	@start=$$(date +%s); $(BIN)/python -m pytest -q $(PYTEST_FLAGS); code=$$?; \
+		echo "make test: first pass (every test, one Redis): $$(( $$(date +%s) - start )) s"; exit $$code
+	@start=$$(date +%s); TEST_REDIS_TOPOLOGY=cluster TEST_EMBEDDINGS=off TEST_STORAGE_COVERAGE=required \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -m cluster --ignore=tests/dev --ignore=tests/browser $(PYTEST_FLAGS); \
+		code=$$?; echo "make test: cluster pass (tests marked cluster, 3-master cluster): $$(( $$(date +%s) - start )) s"; \
+		exit $$code
+
+## test-quick: the unit tests and the tests of whatever changed since main (BASE=<ref> to compare with
+## another), on one Redis: the developer's loop; `make test` stays the one command CI and a newcomer run
+test-quick: $(STAMP) bytecode
+	@$(BIN)/python -m tests.quick $(PYTEST_FLAGS)
 
 ## bytecode: compile our modules once, so every process the tests and `make run` start loads
 ## them instead of compiling them again (the environment may set PYTHONDONTWRITEBYTECODE)

@@ -29,8 +29,8 @@ from bot.services import build_services
 from bot.storage.connection import make_redis
 from bot.storage.records import Fact
 
-#: The cluster pass's selection and its checks (docs/testing.md).
-pytest_plugins = ["tests.cluster_pass"]
+#: The cluster pass's selection and its checks, and make test-quick's (docs/testing.md).
+pytest_plugins = ["tests.cluster_pass", "tests.passes"]
 
 AUTH_TOKEN = "test-auth-token-0123456789abcdef"
 #: The Twilio account of the tests: the Messages API and Media URLs of the Twilio stand-in.

@@ -252,9 +252,9 @@ def test_too_large_by_content_length_without_reading_the_body(twilio: TwilioStan
 
 @pytest.mark.parametrize("framing", ["chunked", "close"])
 def test_too_large_while_streaming_stops_reading(twilio: TwilioStandin, fetcher: MediaFetcher, framing: Any) -> None:
-    # No Content-Length: 2,000 bytes in 100-byte pieces 1 s apart (20 s); the cap is passed at 2 s,
+    # No Content-Length: 2,000 bytes in 100-byte pieces 0.5 s apart (10 s); the cap is passed at 1 s,
     # and a fetcher that read on would meet its deadline (30 s) as "timeout", not "too_large".
-    trickle = MediaBehaviour(framing=framing, piece_bytes=100, piece_gap_s=1.0)
+    trickle = MediaBehaviour(framing=framing, piece_bytes=100, piece_gap_s=0.5)
     err, _ = fail(fetcher, twilio.add_media(MESSAGE, b"7" * 2000, "image/jpeg", trickle), max_bytes=250,
                   deadline_s=30.0)
     assert err.reason == "too_large"
