@@ -20,7 +20,7 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import HANDOVER_LOG_PREFIX, HANDOVER_PREFIX, user_key
-from bot.storage.records import as_float, as_int, text
+from bot.storage.records import as_float, text
 from bot.storage.scripts import Scripts
 
 #: Delivery statuses in the order Twilio reports them; a later one is never overwritten by an
@@ -209,9 +209,3 @@ class HandoverStore:
             raise StoreUnavailable(str(err)) from err
         return _entries(raw)
 
-    def log_length(self, user: str) -> int:
-        """Return how many messages the log holds."""
-        try:
-            return as_int(self.redis.llen(self._log_key(user)), "handover.log")
-        except redis.RedisError as err:
-            raise StoreUnavailable(str(err)) from err

@@ -52,6 +52,7 @@ def test_entities_recall_and_the_admin_api_explain_each_pick(cli, admin, service
     assert cli("entities", "+1", "--json").returncode == 2
 
 
+@pytest.mark.cluster
 def test_reextract_rebuilds_from_facts_resumes_and_needs_a_target(cli, services, redis_client, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
     seed(redis_client, **FACTS)
     store_entities(services, "0")  # read by an older prompt: every fact is to be read again

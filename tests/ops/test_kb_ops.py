@@ -101,6 +101,7 @@ def run(redis_url: str, queue_redis_url: str, standin_server: StandinModel, redi
     return run
 
 
+@pytest.mark.cluster
 def test_the_cli_adds_a_folder_and_searches_it(run, tmp_path: Path, redis_client) -> None:  # type: ignore[no-untyped-def]
     docs = tmp_path / "docs"
     docs.mkdir()
