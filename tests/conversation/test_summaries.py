@@ -18,7 +18,7 @@ from bot.storage.connection import make_redis
 from bot.dev.standin import StandinModel
 from tests.conftest import USER, give_workers, inbound_form, run_when_due, scheduled, sign
 
-pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+pytestmark = pytest.mark.integration
 
 SUMMARY = "The user is planning a week in Lisbon in May and wants quiet places to stay."
 #: Only the summary job's request contains this (bot.summary.render_transcript).
@@ -43,6 +43,7 @@ def queue(queue_redis_url: str) -> Queue:
     return Queue(SUMMARY_QUEUE, connection=make_redis(queue_redis_url, decode_responses=False))
 
 
+@pytest.mark.cluster
 def test_nth_pair_enqueues_one_job_that_summarizes_all_pending(  # type: ignore[no-untyped-def]
     send, model: StandinModel, services, run_worker, queue_redis_url
 ) -> None:
@@ -63,6 +64,7 @@ def test_nth_pair_enqueues_one_job_that_summarizes_all_pending(  # type: ignore[
     assert len(context.recent) == 5  # the recent window stays for verbatim context
 
 
+@pytest.mark.cluster
 def test_next_reply_prompt_carries_the_summary(send, model: StandinModel, run_worker) -> None:  # type: ignore[no-untyped-def]
     chat(send, model, 10)
     model.script({"content": SUMMARY, "match": SUMMARY_MARK})
@@ -73,6 +75,7 @@ def test_next_reply_prompt_carries_the_summary(send, model: StandinModel, run_wo
     assert SUMMARY in prompt[1]["content"] and prompt[1]["role"] == "system"
 
 
+@pytest.mark.cluster
 def test_pairs_arriving_during_the_job_are_kept_and_counted(  # type: ignore[no-untyped-def]
     send, model: StandinModel, services, run_worker
 ) -> None:
@@ -100,6 +103,7 @@ def test_pairs_arriving_during_the_job_are_kept_and_counted(  # type: ignore[no-
     assert "#10 " not in request["messages"][1]["content"]  # never summarized twice
 
 
+@pytest.mark.cluster
 def test_concurrent_messages_crossing_the_threshold_enqueue_one_job(  # type: ignore[no-untyped-def]
     client, model: StandinModel, queue_redis_url, services
 ) -> None:
@@ -116,6 +120,7 @@ def test_concurrent_messages_crossing_the_threshold_enqueue_one_job(  # type: ig
     assert q.count == 1 and q.job_ids == [services.jobs.job_id(SUMMARY_JOB, USER, token)]
 
 
+@pytest.mark.cluster
 def test_redelivery_does_not_enqueue_twice(send, model: StandinModel, services, queue_redis_url) -> None:  # type: ignore[no-untyped-def]
     chat(send, model, 9)
     model.reset()
@@ -127,6 +132,7 @@ def test_redelivery_does_not_enqueue_twice(send, model: StandinModel, services, 
     assert services.store.load(USER).count_since_summary == 10
 
 
+@pytest.mark.cluster
 def test_model_failure_leaves_state_and_retries(  # type: ignore[no-untyped-def]
     send, model: StandinModel, services, run_worker, queue_redis_url
 ) -> None:
@@ -160,6 +166,7 @@ def test_transient_failure_is_retried_to_success(send, model: StandinModel, serv
     assert services.store.load(USER).summary == SUMMARY
 
 
+@pytest.mark.cluster
 def test_lost_job_is_picked_up_at_the_next_trigger(send, model: StandinModel, services, run_worker, queue_redis_url) -> None:  # type: ignore[no-untyped-def]
     """A job lost with its queue (Redis restarted without persistence, say) changed nothing;
     once its trigger lease lapses, the next pair queues a new one. (A killed worker process
@@ -192,6 +199,7 @@ def test_summary_is_capped_in_tokens(send, model: StandinModel, services, run_wo
     assert TokenCounter("gpt-4o-mini").count_messages(model.requests()[0]["messages"]) <= 800
 
 
+@pytest.mark.cluster
 def test_topic_shift_compresses_the_old_topic(send, model: StandinModel, services, run_worker) -> None:  # type: ignore[no-untyped-def]
     chat(send, model, 3)
     model.reset()
@@ -208,6 +216,7 @@ def test_topic_shift_compresses_the_old_topic(send, model: StandinModel, service
     assert "pasta" not in summary_requests(model)[0]["messages"][1]["content"]
 
 
+@pytest.mark.cluster
 def test_topic_shift_takes_over_a_queued_summary(send, model: StandinModel, services, run_worker, queue_redis_url) -> None:  # type: ignore[no-untyped-def]
     chat(send, model, 10)  # a regular summary job is queued now
     send("Change of subject: what is a good beginner houseplant?")
@@ -221,6 +230,7 @@ def test_topic_shift_takes_over_a_queued_summary(send, model: StandinModel, serv
     assert len(summary_requests(model)) == 1  # the superseded job stopped before calling the model
 
 
+@pytest.mark.cluster
 def test_topic_shift_right_after_a_summary_still_clears_the_window(  # type: ignore[no-untyped-def]
     send, model: StandinModel, services, run_worker
 ) -> None:
@@ -235,6 +245,7 @@ def test_topic_shift_right_after_a_summary_still_clears_the_window(  # type: ign
     assert [p.user for p in context.recent] == ["New topic: how do I repot a cactus safely?"]
 
 
+@pytest.mark.cluster
 def test_queue_failure_never_fails_the_reply_and_frees_the_trigger(  # type: ignore[no-untyped-def]
     app, send, model: StandinModel, services, monkeypatch, queue_redis_url
 ) -> None:
@@ -272,6 +283,7 @@ def idle_send(make_settings, redis_client, model, monkeypatch, run_worker):  # t
     workers.jobs.services.cache_clear()
 
 
+@pytest.mark.cluster
 def test_a_quiet_user_keeps_only_the_summary_and_the_recent_window(  # type: ignore[no-untyped-def]
     idle_send, model: StandinModel, services, run_worker, queue_redis_url, redis_client
 ) -> None:

@@ -15,7 +15,7 @@ from bot.storage.connection import make_redis
 from tests.conftest import USER, give_workers, inbound_form, run_when_due, scheduled, sign
 from tests.memory.test_memory import EXTRACT_MARK
 
-pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+pytestmark = pytest.mark.integration
 
 IDLE_S = 2
 
@@ -47,6 +47,7 @@ def extraction_requests(model: StandinModel) -> list[str]:
     return [r["messages"][-1]["content"] for r in model.requests() if EXTRACT_MARK in r["messages"][-1]["content"]]
 
 
+@pytest.mark.cluster
 def test_a_burst_is_read_by_one_call_once_the_user_pauses(chat, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
     send, when_due, queue = chat
     for i in range(6):
@@ -69,6 +70,7 @@ def test_max_pairs_run_at_the_next_look_even_if_the_user_never_pauses(chat, mode
     assert "Message 8:" in extraction_requests(model)[-1]
 
 
+@pytest.mark.cluster
 def test_a_summary_waits_for_the_pairs_extraction_has_not_read(chat, model: StandinModel, run_worker, services) -> None:  # type: ignore[no-untyped-def]
     """A burst past SUMMARY_EVERY_N_PAIRS made the summary fold pairs that the waiting
     extraction had not read yet: their facts were lost. Now the summary keeps them and
@@ -85,6 +87,7 @@ def test_a_summary_waits_for_the_pairs_extraction_has_not_read(chat, model: Stan
     assert context.summary  # and the summary did come
 
 
+@pytest.mark.cluster
 def test_a_job_waiting_between_retries_is_not_hurried(chat, services) -> None:  # type: ignore[no-untyped-def]
     """Hurrying a failing job would give it fresh retries each time: it would never fail for
     good, and never free its trigger."""

@@ -19,7 +19,7 @@ from bot.dev.standin import StandinModel
 from tests.cli_support import run_cli
 from tests.conftest import AUTH_TOKEN, USER, redis_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -50,6 +50,7 @@ def run(redis_url: str, queue_redis_url: str, standin_server: StandinModel, redi
     return run
 
 
+@pytest.mark.cluster
 def test_chat_holds_a_conversation_then_inspect_shows_it(run, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
     model.script(
         {"content": "Lisbon is lovely in spring; Alfama is a great area to stay in."},
@@ -109,6 +110,7 @@ def test_settings_come_from_env_then_dotenv_then_make_run(queue_redis_url: str, 
     assert "REDIS_URL=redis://127.0.0.1:1/0" in result.stderr
 
 
+@pytest.mark.cluster
 def test_export_lists_each_pair_once_and_writes_a_private_file(run, tmp_path) -> None:  # type: ignore[no-untyped-def]
     run("chat", "--user", USER, stdin="Where should I stay in Lisbon for a week?\nAnd what about Porto then?\n")
     out = tmp_path / "export.json"
@@ -120,6 +122,7 @@ def test_export_lists_each_pair_once_and_writes_a_private_file(run, tmp_path) ->
     assert json.loads(run("export", USER).stdout)["user"] == USER
 
 
+@pytest.mark.cluster
 def test_chat_sends_real_media_through_the_twilio_standin(make_settings, redis_url, queue_redis_url, standin_server,  # type: ignore[no-untyped-def]
                                                          redis_client, model, tmp_path, services) -> None:
     """/voice and /photo upload a file to the local Twilio stand-in and post its Media URL,
@@ -198,6 +201,7 @@ def test_chat_says_when_no_bot_answers(run) -> None:  # type: ignore[no-untyped-
     assert down.returncode == 2 and "start one with `make run`" in down.stderr
 
 
+@pytest.mark.cluster
 def test_reset_users_and_job_status(run, model: StandinModel, services) -> None:  # type: ignore[no-untyped-def]
     run("chat", "--user", USER, stdin="Where should I stay in Lisbon for a week?\n")
     run("chat", "--user", "+447700900123", stdin="And what about Porto for a weekend?\n")
@@ -217,6 +221,7 @@ def test_reset_users_and_job_status(run, model: StandinModel, services) -> None:
     assert len(services.store.load("+447700900123").recent) == 1  # only the target
 
 
+@pytest.mark.cluster
 def test_inspect_shows_a_queued_summary_job(run, send, model: StandinModel) -> None:  # type: ignore[no-untyped-def]
     for i in range(10):
         send(f"Question number {i} about a long trip through Portugal?")

@@ -24,7 +24,7 @@ from bot.storage.keys import user_keys
 from bot.users.lifecycle import erase_user
 from tests.conftest import ACCOUNT, AUTH_TOKEN, USER, give_workers, inbound_form, sign
 
-pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+pytestmark = pytest.mark.integration
 
 VOICE = (Path(__file__).resolve().parents[2] / "data" / "voice_ana.ogg").read_bytes()
 OGG = "audio/ogg; codecs=opus"
@@ -98,6 +98,7 @@ def sent_to_user(twilio: TwilioStandin) -> list[str]:
     return [m["Body"] for m in twilio.messages() if m["To"] == f"whatsapp:{USER}"]
 
 
+@pytest.mark.cluster
 def test_a_slow_voice_note_is_acknowledged_at_once_and_answered_once(  # type: ignore[no-untyped-def]
         deferred_with, twilio, model: StandinModel, services, run_worker) -> None:
     deferred = deferred_with(WEBHOOK_DEADLINE_S=3.0)  # Twilio's clock, made short: 3 s
@@ -122,6 +123,7 @@ def test_a_slow_voice_note_is_acknowledged_at_once_and_answered_once(  # type: i
     assert not services.deferred.waiting(USER)
 
 
+@pytest.mark.cluster
 def test_a_text_sent_after_a_slow_voice_note_is_answered_after_it(  # type: ignore[no-untyped-def]
         deferred, twilio, model: StandinModel, services, run_worker) -> None:
     model.script({"kind": "transcription", "content": "Do you deliver to Matosinhos?"},
@@ -139,6 +141,7 @@ def test_a_text_sent_after_a_slow_voice_note_is_answered_after_it(  # type: igno
     assert deferred(inbound_form("Thanks, see you on Saturday then!"))[0] != []
 
 
+@pytest.mark.cluster
 def test_an_erase_while_the_voice_note_is_transcribed_leaves_nothing_and_sends_nothing(  # type: ignore[no-untyped-def]
         deferred, twilio, model: StandinModel, services, run_worker, redis_client) -> None:
     model.script({"kind": "transcription", "content": "Remember that I am vegetarian."})
@@ -215,6 +218,7 @@ def test_a_worker_killed_mid_voice_note_still_answers_it_once(  # type: ignore[n
     assert services.deferred.queued(USER) == [] and not services.deferred.waiting(USER)
 
 
+@pytest.mark.cluster
 def test_inspect_and_the_console_show_a_deferred_message_in_progress(  # type: ignore[no-untyped-def]
         deferred, twilio, services) -> None:
     from bot.users.reports import export_user, user_report
@@ -259,6 +263,7 @@ def test_the_typing_indicator_is_refreshed_while_the_work_runs_and_no_longer(twi
     assert len(twilio.typing()) == len(sent) + 1
 
 
+@pytest.mark.cluster
 def test_a_reset_while_the_voice_note_is_transcribed_stores_no_pair(  # type: ignore[no-untyped-def]
         deferred, twilio, model: StandinModel, services, run_worker) -> None:
     from bot.users.lifecycle import reset_conversation
