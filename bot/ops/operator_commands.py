@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
-from bot.storage.operators import AccountError, OperatorStore, check_name
-
 if TYPE_CHECKING:
     from bot.services import Services
 
@@ -32,6 +30,8 @@ def read_password(args: argparse.Namespace) -> str | None:
 
 def cmd_add(services: Services, args: argparse.Namespace) -> int:
     """Add an operator, or give one a new password."""
+    from bot.storage.operators import AccountError, OperatorStore, check_name
+
     store = OperatorStore(services.redis)
     try:
         check_name(args.name)  # before asking for a password
@@ -54,6 +54,7 @@ def cmd_add(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_list(services: Services, args: argparse.Namespace) -> int:
     """List the operators."""
+    from bot.storage.operators import OperatorStore
     from bot.users.reports import iso
 
     operators = OperatorStore(services.redis).list()
@@ -69,6 +70,8 @@ def cmd_list(services: Services, args: argparse.Namespace) -> int:
 
 def cmd_remove(services: Services, args: argparse.Namespace) -> int:
     """Remove an operator; their open sessions end at their next request."""
+    from bot.storage.operators import OperatorStore
+
     existed = OperatorStore(services.redis).remove(args.name)
     log.info("audit.operator_removed", actor="cli", operator=args.name, existed=existed)
     print(("removed operator " if existed else "no such operator: ") + args.name)
