@@ -4,6 +4,7 @@ code runs without the development tools."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,19 @@ def test_the_operator_rule_would_catch_a_raw_key_or_rq(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from bot.storage.keys import CONTEXT_PREFIX\nfrom rq.job import Job\nimport redis\n")
     assert forbidden_in_ops(bad) == ["bot.storage.keys", "rq.job"]
+
+
+#: How a comment would cite where work came from rather than where it is explained.
+CITATION = re.compile(r"(?i)\bdesign note \d|\bissue #?\d+|\bseed 0\d\d")
+
+
+def test_code_cites_docs_pages_never_design_notes_or_issues() -> None:
+    """Comments and docstrings point at docs/ pages; a design note or an issue is history."""
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in sources()
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if CITATION.search(line)]
+    assert found == []
+
+
+def test_the_citation_rule_would_catch_one() -> None:
+    assert CITATION.search("#: Design note 3's temporal stability") and CITATION.search("see issue 27")
+    assert not CITATION.search("#: A fact's temporal stability (docs/entities.md)")

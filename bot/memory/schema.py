@@ -16,7 +16,7 @@ Category = Literal[
     "identity", "location", "preference", "diet", "health", "work", "family", "contact", "schedule", "other"
 ]
 
-#: Design note 3's temporal stability: static (a birthplace), dynamic (a city, a job: true
+#: A fact's temporal stability (docs/entities.md): static (a birthplace), dynamic (a city, a job: true
 #: until it changes), ephemeral (today's plans), unknown.
 Stability = Literal["static", "dynamic", "ephemeral", "unknown"]
 STABILITY_SCOPES = {"static": "user", "dynamic": "user", "ephemeral": "session"}
