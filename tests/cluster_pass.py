@@ -20,6 +20,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.support import fail_session
+
 ROOT = Path(__file__).resolve().parents[1]
 STORAGE = ROOT / "bot" / "storage"
 #: The cluster pass sets this to have the session fail on storage code it never ran.
@@ -150,9 +152,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     missed = _coverage.missed()
     if not missed:
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("storage code that never ran in the cluster pass (mark a test of it `cluster`):", red=True)
-        for name in missed:
-            reporter.write_line(f"  {name}", red=True)
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    fail_session(session, "storage code that never ran in the cluster pass (mark a test of it `cluster`):", missed)

@@ -28,6 +28,7 @@ from bot.dev.twilio_standin import TwilioStandin
 from bot.services import build_services
 from bot.storage.connection import make_redis
 from bot.storage.records import Fact
+from tests.support import fail_session
 
 #: The cluster pass's selection and its checks, and make test-quick's (docs/testing.md).
 pytest_plugins = ["tests.cluster_pass", "tests.passes"]
@@ -59,12 +60,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if a process it started is still running after the last teardown."""
     left = stop_tagged(os.environ[TAG_VAR])
     if left:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line("processes left running by the tests (now stopped):", red=True)
-            for line in left:
-                reporter.write_line(f"  {line}", red=True)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        fail_session(session, "processes left running by the tests (now stopped):", left)
 
 
 @pytest.fixture(scope="session", autouse=True)

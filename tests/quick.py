@@ -13,12 +13,13 @@ script, a template, a docs page) by its file name. A change to the tests' own su
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.support import imported_names
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -52,19 +53,6 @@ def module_of(path: str) -> str | None:
     return None
 
 
-def imported(path: Path) -> set[str]:
-    """Return every module a test file imports, and `package.name` for each `from package
-    import name` (a module or not: the caller only compares with module names)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
-
-
 def chosen_tests(changed: list[str]) -> list[str] | None:
     """Return the test files to run whole for these changes (None: every test)."""
     test_files = sorted(TESTS.rglob("test_*.py"))
@@ -79,7 +67,7 @@ def chosen_tests(changed: list[str]) -> list[str] | None:
             else:
                 return None  # the tests' own support: conftest.py, cli_support.py, cluster_pass.py…
     for test in test_files:
-        if modules & imported(test):
+        if modules & imported_names(test):
             chosen.add(test)
         elif others:
             text = test.read_text(encoding="utf-8")

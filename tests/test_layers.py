@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import imported_names
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Lowest first. A module may import from its own layer or any layer below, never above.
@@ -47,14 +49,7 @@ def sources() -> list[Path]:
 
 def imports(path: Path) -> set[str]:
     """Return every bot/workers module a file imports, at any depth (lazy imports too)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.split(".")[0] in ("bot", "workers")}
+    return {name for name in imported_names(path) if name.split(".")[0] in ("bot", "workers")}
 
 
 def _modules() -> set[str]:

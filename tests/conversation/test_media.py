@@ -11,7 +11,6 @@ import base64
 import io
 import json
 import re
-import time
 from pathlib import Path
 from xml.etree import ElementTree
 

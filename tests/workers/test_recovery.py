@@ -166,6 +166,17 @@ def kill_tree(pid: int) -> None:
             pass
 
 
+def killed_mid_summary(model: StandinModel, process: subprocess.Popen[bytes]) -> None:
+    """Wait until the summary's model call is under way, then SIGKILL the process and all it
+    started."""
+    try:
+        wait_for_summary_call(model)
+        kill_tree(process.pid)
+        process.wait(10)
+    finally:
+        stop(process)
+
+
 def test_a_job_whose_worker_was_killed_is_redone_by_the_pool_at_once(  # type: ignore[no-untyped-def]
     make_settings, redis_client, model: StandinModel, services, queue_redis_url
 ) -> None:
@@ -199,13 +210,7 @@ def test_a_whole_worker_group_killed_mid_job_is_redone_once_by_the_next_one(  # 
     supervisor starts: it finds this machine's dead workers, and the pool redoes the job at
     once, exactly once, with no `Execution … not found` on the way."""
     settings = summary_due(make_settings, model)
-    first = supervised_pool(settings, queue_redis_url)
-    try:
-        wait_for_summary_call(model)
-        kill_tree(first.pid)
-        first.wait(10)
-    finally:
-        stop(first)
+    killed_mid_summary(model, supervised_pool(settings, queue_redis_url))
     killed = time.monotonic()
     second = supervised_pool(settings, queue_redis_url)
     try:
@@ -229,13 +234,7 @@ def test_a_job_whose_heartbeat_ran_out_is_redone_at_once(  # type: ignore[no-unt
     command = [RQ, "worker", "--worker-class", "workers.worker.BotWorker", "--url", queue_redis_url,
                "--job-monitoring-interval", "1", "--maintenance-interval", "1", "--logging_level", "WARNING",
                "summaries"]
-    first = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL)
-    try:
-        wait_for_summary_call(model)
-        kill_tree(first.pid)
-        first.wait(10)
-    finally:
-        stop(first)
+    killed_mid_summary(model, subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.DEVNULL))
     second = subprocess.Popen(command, env=worker_env(settings), stderr=subprocess.PIPE)
     try:
         wait_for_summary(services)
