@@ -17,6 +17,7 @@ from bot.channels.twilio.media import MediaFetcher
 from bot.channels.twilio.rest import RestReplier, make_twilio_client
 from bot.channels.twilio.sender import make_message_sender
 from bot.config import Settings, load_settings
+from bot.conversation.replies import BotWords
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.observability.logs import configure_logging
 from bot.ops import admin, admin_knowledge, health
@@ -40,10 +41,12 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.extensions["bot.validator"] = RequestValidator(settings.twilio_auth_token)
     app.extensions["bot.services"] = services
     app.extensions["bot.pipeline"] = services.pipeline
+    words = BotWords(services.prompts.replies, settings.BOT_LANGUAGE)
+    app.extensions["bot.words"] = words  # a reply no turn chose the language of (docs/languages.md)
     if settings.deferred_on and services.deferred is not None:  # voice notes answered by a worker
         app.extensions["bot.deferral"] = Deferral(settings, services.deferred, services.jobs)
     if settings.REPLY_MODE == "rest":
-        replier = RestReplier(services.pipeline, make_twilio_client(settings), settings)
+        replier = RestReplier(services.pipeline, make_twilio_client(settings), settings, words)
         app.extensions["bot.replier"] = replier
         atexit.register(replier.close)  # a graceful stop finishes the replies it started
     if settings.TRUST_FORWARDED_HEADERS:

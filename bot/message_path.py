@@ -11,6 +11,7 @@ import structlog
 
 from bot.config import PROMPT_FRAME_TOKENS, Settings
 from bot.config.media import MediaSettings
+from bot.conversation.catalog import Catalog
 from bot.conversation.pipeline import Step
 from bot.conversation.steps.activity import ActivityStep
 from bot.conversation.steps.claim import ClaimStep
@@ -21,12 +22,14 @@ from bot.conversation.steps.entities import EntityMatchStep
 from bot.conversation.steps.hand_off import HandOffStep
 from bot.conversation.steps.handover import HandoverStep
 from bot.conversation.steps.judge import JudgeStep
+from bot.conversation.steps.language import LanguageStep
 from bot.conversation.steps.knowledge import VERSION_FIELD, KnowledgeStep
 from bot.conversation.steps.load_shed import LoadShedStep
 from bot.conversation.steps.media import MediaSource, MediaStep
 from bot.conversation.steps.memory import MemoryStep
 from bot.conversation.steps.model import ModelStep
 from bot.conversation.steps.prompt import PromptStep
+from bot.conversation.replies import shipped
 from bot.conversation.steps.rate_limit import RateLimitStep
 from bot.conversation.steps.task import TaskStep
 from bot.knowledge.retrieval import Retriever
@@ -58,6 +61,7 @@ def build_steps(
     retriever: Retriever | None = None,
     knowledge_rules: Prompt | None = None,
     embedder: Embedder | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Step | None]:
     """Return each step of the message path, by name, with its collaborators and its own
     settings; bot/conversation/pipeline.py puts them in order.
@@ -71,16 +75,18 @@ def build_steps(
     facts = users.facts if with_memory else None
     jobs = users.jobs if with_memory else None
     worst = settings.redis_worst_s
+    words = catalog or shipped()
     return {
         "claim": ClaimStep(users.store, settings.DEDUP_WAIT_S, worst, also=(VERSION_FIELD,) if retriever else ()),
-        "command": CommandStep(users, memory_commands=with_memory, erase_confirm_s=settings.ERASE_CONFIRM_S,
+        "language": LanguageStep(words, settings.BOT_LANGUAGE),
+        "command": CommandStep(users, with_memory, words, erase_confirm_s=settings.ERASE_CONFIRM_S,
                                reset_phrases=settings.RESET_PHRASES, topic_phrases=settings.TOPIC_SHIFT_PHRASES,
                                operators=settings.operators),
-        "rate-limit": RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE),
-        "media": MediaStep(settings.slice(MediaSettings), media_source, transcriber, facts, counter,
+        "rate-limit": RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE, words),
+        "media": MediaStep(settings.slice(MediaSettings), media_source, transcriber, facts, counter, words,
                            redis_worst_s=worst, image_room=settings.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS
                            - settings.MEMORY_MAX_TOKENS, placeholders=settings.MEDIA_PLACEHOLDERS),
-        "handover": HandoverStep(users, users.handover, settings.HANDOVER_NOTICE) if users.handover else None,
+        "handover": HandoverStep(users, users.handover, words, settings.HANDOVER_NOTICE) if users.handover else None,
         "entities": EntityMatchStep(matcher if with_memory else None),
         "task": TaskStep(llm, task_prompt, on=settings.TASK_EXTRACTION == "on", model=settings.task_model,
                          deadline_s=settings.TASK_DEADLINE_S, check_entities=settings.ENTITY_TASK_CHECK)
@@ -94,10 +100,10 @@ def build_steps(
                              unknown_reply=settings.KNOWLEDGE_UNKNOWN_REPLY, max_tokens=settings.MAX_PROMPT_TOKENS,
                              max_user_tokens=settings.MAX_USER_MESSAGE_TOKENS,
                              full_history=settings.CONTEXT_STRATEGY == "full_history"),
-        "load-shed": LoadShedStep(settings.MODEL_CONCURRENCY),
+        "load-shed": LoadShedStep(settings.MODEL_CONCURRENCY, words),
         "model": ModelStep(llm, prompt_ref=system_prompt.ref, max_tokens=settings.REPLY_MAX_TOKENS,
                            vision_model=settings.vision_model, redis_worst_s=worst),
-        "judge": JudgeStep(settings.MIN_PAIR_CHARS, settings.rephrase_phrases),
+        "judge": JudgeStep(settings.MIN_PAIR_CHARS, settings.rephrase_phrases, words),
         "commit": CommitStep(users.store),
         "activity": ActivityStep(activity) if activity is not None else None,
         "hand-off": HandOffStep(users.store, jobs,

@@ -16,6 +16,7 @@ from redis.cluster import RedisCluster
 
 from bot.config import DEFAULT_PROMPTS_DIR, MODEL_DEADLINE_S, PROMPT_FRAME_TOKENS, Settings
 from bot.config.media import HTTP_MARGIN_S
+from bot.conversation.catalog import Catalog, load_catalog
 from bot.exceptions import ConfigError
 from bot.jobs.queue import JobQueue
 from bot.knowledge.library import Library
@@ -66,6 +67,7 @@ class Prompts:
     entities: Prompt
     task: Prompt
     knowledge: Prompt  # added to `reply` while the knowledge base holds documents
+    replies: Catalog  # the bot's own words in every language it speaks (docs/languages.md)
 
 
 @dataclass
@@ -174,6 +176,7 @@ def load_prompts(settings: Settings) -> Prompts:
         # a PROMPTS_DIR from before the knowledge base has no rules of its own: the shipped ones
         knowledge=load_prompt("reply_knowledge", settings.PROMPTS_DIR if (settings.PROMPTS_DIR / "reply_knowledge.md")
                               .is_file() else DEFAULT_PROMPTS_DIR),
+        replies=load_catalog(settings.PROMPTS_DIR, DEFAULT_PROMPTS_DIR),
     )
 
 
@@ -250,5 +253,5 @@ def message_path(s: Services, media_source: MediaSource | None, full: bool, dead
     steps = build_steps(settings, s.users, s.llm, s.counter, s.prompts.reply, with_memory=not full, matcher=matcher,
                         task_prompt=s.prompts.task, media_source=media_source, transcriber=transcriber,
                         activity=s.activity, retriever=s.retriever, knowledge_rules=s.prompts.knowledge,
-                        embedder=s.embedder)
+                        embedder=s.embedder, catalog=s.prompts.replies)
     return Pipeline(steps, s.store, deadline_s=deadline_s)

@@ -17,6 +17,7 @@ from bot.channels.twilio.deferred import DeferredReplies
 from bot.channels.twilio.sender import MessageSender, make_twilio_client
 from bot.channels.twilio.typing import TypingIndicator
 from bot.config import load_settings
+from bot.conversation.replies import BotWords
 from bot.exceptions import LLMUnavailable
 from bot.jobs.queue import DEFERRED_REPLY
 from bot.jobs.handoff import follow_up, hand_off, hurry, start
@@ -51,7 +52,8 @@ def deferred_replies() -> DeferredReplies:
     assert s.deferred is not None and s.deferred_pipeline is not None
     client = make_twilio_client(s.settings)
     return DeferredReplies(s.deferred_pipeline, s.deferred, MessageSender(client, s.settings),
-                           TypingIndicator(client, s.settings.TYPING_MAX_S))
+                           TypingIndicator(client, s.settings.TYPING_MAX_S),
+                           BotWords(s.prompts.replies, s.settings.BOT_LANGUAGE))
 
 
 def answer_deferred(user: str, token: str) -> dict[str, Any]:

@@ -42,6 +42,9 @@ DEFAULT_REPHRASE_PHRASES = (
     "i did not understand",
     "i don't understand",
     "sorry, i'm having trouble",
+    # Portuguese and Spanish (docs/languages.md)
+    "pode reformular", "podes reformular", "não percebi", "não entendi", "nao percebi", "nao entendi",
+    "puede reformular", "puedes reformular", "no entendí", "no he entendido", "no entiendo",
 )
 
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
@@ -142,11 +145,15 @@ class Settings(BaseSettings, SummarySettings, EntitySettings, TaskSettings, Medi
     # (facts: FACTS_TTL_DAYS; redelivery records: DEDUP_WINDOW_S).
     CONTEXT_TTL_DAYS: int = Field(default=30, ge=1, le=3650)
 
-    # --- resets and topic shifts (docs/conversation.md) -----------------------------------
-    # Whole messages that clear the conversation (case and punctuation ignored).
-    RESET_PHRASES: str = "forget everything,clear chat,start over,/reset"
-    # Messages starting with one of these compress the old topic into the summary at once.
-    TOPIC_SHIFT_PHRASES: str = "new topic,change of subject"
+    # --- the bot's own words (docs/languages.md) ------------------------------------------
+    # The business's language: the bot's fixed replies are in the user's language (their
+    # message's, else the last they wrote in), and in this one when nothing tells.
+    BOT_LANGUAGE: Literal["en", "pt", "es"] = "en"
+    # More whole messages that clear the conversation, besides the catalogs' ("start over",
+    # "recomeçar", "empezar de nuevo"…; case and punctuation ignored), comma-separated.
+    RESET_PHRASES: str = ""
+    # More phrases that start a new topic (the old one is folded into the summary at once).
+    TOPIC_SHIFT_PHRASES: str = ""
 
     # --- durable facts (docs/memory.md) ---------------------------------------------
     # Extract facts after every this many valid pairs (0 turns extraction off).

@@ -20,8 +20,9 @@ class ConsoleSettings(BaseModel):
     CONSOLE_POLL_S: int = Field(default=3, ge=1, le=60)
     # A takeover lasts this long unless handed back sooner; then the bot answers again.
     HANDOVER_TTL_HOURS: int = Field(default=24, ge=1, le=24 * 14)
-    # Sent once, to the first message after a takeover.
-    HANDOVER_NOTICE: str = Field(default="A person from our team will answer you here.", min_length=1, max_length=500)
+    # Sent once, to the first message after a takeover; unset, the catalogs' text in the
+    # user's language ("A person from our team will answer you here.", docs/languages.md).
+    HANDOVER_NOTICE: str | None = Field(default=None, min_length=1, max_length=500)
     # The console's hourly and daily counters (messages answered, model usage) are kept this long.
     ACTIVITY_KEEP_DAYS: int = Field(default=8, ge=2, le=400)
 

@@ -1,4 +1,9 @@
-"""Recognise user and operator commands in message text; nothing here touches storage."""
+"""Recognise user and operator commands in message text; nothing here touches storage.
+
+A command is a whole message (case and punctuation ignored) that is one of its phrases in any
+of the bot's languages (the catalogs, docs/languages.md), plus the phrases RESET_PHRASES and
+TOPIC_SHIFT_PHRASES add; a topic shift may also start a longer message.
+"""
 
 from __future__ import annotations
 
@@ -6,36 +11,21 @@ import re
 from dataclasses import dataclass
 
 from bot.config import E164_PATTERN
+from bot.conversation.catalog import Catalog, normalize
 
-_NOT_WORD = re.compile(r"[^\w\s/#+]")
-_SPACES = re.compile(r"\s+")
 _OPERATOR_RESET = re.compile(rf"^#reset\s+(?:whatsapp:)?({E164_PATTERN})$")
 
-DEFAULT_RESET_PHRASES = ("forget everything", "clear chat", "start over", "/reset")
-DEFAULT_TOPIC_PHRASES = ("new topic", "change of subject")
-#: Memory commands (whole messages, case and punctuation ignored).
-OPT_OUT_PHRASES = ("stop remembering me", "dont remember me", "do not remember me", "/stopmemory")
-OPT_IN_PHRASES = ("remember me again", "start remembering me", "/remember")
-ERASE_PHRASES = ("delete my data", "erase my data", "delete all my data", "erase all my data", "/deletedata")
-#: Task extraction for this user (":" is punctuation to normalize: "/task:off" is "/task off").
-TASK_OFF_PHRASES = ("/task off", "/taskoff")
-TASK_ON_PHRASES = ("/task on", "/taskon")
-CONFIRM_PHRASES = ("yes", "yes delete", "yes delete my data", "yes erase", "confirm")
+#: The commands a user's own phrases ask for, in the order they are looked for.
+USER_COMMANDS = ("erase", "opt_out", "opt_in", "task_off", "task_on", "help")
 
 
 @dataclass(frozen=True)
 class Command:
     """A recognised command: reset, topic_shift, opt_out, opt_in, erase, erase_confirm,
-    task_off, task_on, or operator_reset of target."""
+    task_off, task_on, help, or operator_reset of target."""
 
     kind: str
     target: str | None = None
-
-
-def normalize(text: str) -> str:
-    """Lower-case, drop punctuation (keeping / # +) and collapse white space."""
-    text = text.lower().replace("'", "").replace("\u2019", "")  # "don't" -> "dont"
-    return _SPACES.sub(" ", _NOT_WORD.sub(" ", text)).strip()
 
 
 def parse_phrases(raw: str) -> tuple[str, ...]:
@@ -43,12 +33,27 @@ def parse_phrases(raw: str) -> tuple[str, ...]:
     return tuple(p for p in (normalize(x) for x in raw.split(",")) if p)
 
 
+@dataclass(frozen=True)
+class CommandWords:
+    """Every command's phrases, in every language, normalized."""
+
+    phrases: dict[str, frozenset[str]]  # command -> phrases
+    topic_prefixes: tuple[str, ...]
+
+    @classmethod
+    def build(cls, catalog: Catalog, reset_phrases: str = "", topic_phrases: str = "") -> "CommandWords":
+        """Return the catalogs' phrases with the settings' extra reset and topic phrases."""
+        phrases = {kind: frozenset(catalog.command_phrases(kind)) for kind in (*USER_COMMANDS, "confirm", "reset")}
+        phrases["reset"] |= frozenset(parse_phrases(reset_phrases))
+        topics = tuple(dict.fromkeys((*catalog.command_phrases("topic_shift"), *parse_phrases(topic_phrases))))
+        return cls(phrases, topics)
+
+
 def recognise(
     text: str,
     sender: str,
+    words: CommandWords,
     *,
-    reset_phrases: tuple[str, ...],
-    topic_phrases: tuple[str, ...],
     operators: frozenset[str],
     erase_pending: bool = False,
 ) -> Command | None:
@@ -56,26 +61,19 @@ def recognise(
     norm = normalize(text)
     if not norm:
         return None
-    if erase_pending and norm in CONFIRM_PHRASES:
+    if erase_pending and norm in words.phrases["confirm"]:
         return Command("erase_confirm")
-    if norm in ERASE_PHRASES:
-        return Command("erase")
-    if norm in OPT_OUT_PHRASES:
-        return Command("opt_out")
-    if norm in OPT_IN_PHRASES:
-        return Command("opt_in")
-    if norm in TASK_OFF_PHRASES:
-        return Command("task_off")
-    if norm in TASK_ON_PHRASES:
-        return Command("task_on")
+    for kind in USER_COMMANDS:
+        if norm in words.phrases[kind]:
+            return Command(kind)
     if sender in operators:
         match = _OPERATOR_RESET.match(norm)
         if match:
             return Command("operator_reset", match.group(1))
     # A reset is the whole message, never a sentence that merely contains the words.
-    if norm in reset_phrases:
+    if norm in words.phrases["reset"]:
         return Command("reset")
-    for phrase in topic_phrases:
+    for phrase in words.topic_prefixes:
         if norm == phrase or norm.startswith(phrase + " "):
             return Command("topic_shift")
     return None

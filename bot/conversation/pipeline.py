@@ -21,7 +21,7 @@ from bot.storage.context import ContextStore
 #: The steps, in the order they run. A deployment may leave out the optional ones (see
 #: OPTIONAL); the rest always run.
 ORDER: tuple[str, ...] = (
-    "claim", "command", "rate-limit", "media", "handover", "entities", "task", "embed", "knowledge",
+    "claim", "language", "command", "rate-limit", "media", "handover", "entities", "task", "embed", "knowledge",
     "memory", "prompt", "load-shed", "model", "judge", "commit", "activity", "hand-off",
 )
 #: Steps a process may run without: handover (no store), task (the full-history baseline),

@@ -1,54 +1,72 @@
-"""What the bot says when the model does not: apologies, refusals and command confirmations."""
+"""What the bot says when the model does not (docs/languages.md): apologies, refusals and
+command confirmations, in the user's language.
 
-FALLBACK_REPLY = "Sorry, I can't answer right now. Please try again in a minute."
-NON_TEXT_REPLY = "Thanks! I can only read text messages for now. Could you type your question?"
-EMPTY_MESSAGE_REPLY = "I received an empty message. What would you like to ask?"
-RESET_REPLY = (
-    "Done: I've cleared our conversation and we're starting fresh. "
-    "Facts you asked me to remember are kept; say \"delete my data\" to erase everything."
-)
-OPERATOR_RESET_REPLY = "Reset done for {target}."
-OPT_OUT_REPLY = (
-    "Okay: from now on I won't learn new facts about you. What I already know stays until you "
-    "say \"delete my data\"; say \"remember me again\" to turn memory back on."
-)
-OPT_IN_REPLY = "Okay: I'll remember useful facts about you again. Say \"stop remembering me\" to turn it off."
-ERASE_CONFIRM_REPLY = (
-    "This will permanently erase everything I have stored about you: our conversation and "
-    "every fact I remember. Reply YES within {minutes} minutes to confirm; anything else cancels."
-)
-ERASED_REPLY = "Done: everything I had stored about you has been erased."
-RATE_LIMITED_REPLY = (
-    "You're sending messages faster than I can answer. I'll read new ones again in a minute."
-)
-BUSY_REPLY = "I'm getting a lot of messages right now. Please send yours again in a minute."
-COMMAND_UNAVAILABLE_REPLY = (
-    "Sorry, I couldn't do that right now: my memory is unreachable for a moment, so nothing was "
-    "changed. Please send the same message again in a few minutes."
-)
+The texts live in the catalogs (prompts/replies.<language>.toml, bot/conversation/catalog.py),
+which the message path reads through the one in use (PROMPTS_DIR). The names below are the
+shipped English texts, for tests and docs: code that answers a user asks the catalog.
+"""
 
-MEDIA_FAILED_REPLY = (
-    "Sorry, I couldn't download your attachment. Could you send it again, or type your question?"
-)
-PHOTO_TOO_LARGE_REPLY = "That photo is too large for me. Could you send a smaller one, or describe it in words?"
-PHOTO_UNREADABLE_REPLY = "Sorry, I couldn't open that image. Could you send it as a photo (JPEG or PNG)?"
-VOICE_TOO_LONG_REPLY = (
-    "Your voice message is longer than I can listen to ({limit} at most). Could you send a shorter "
-    "one, or type your question?"
-)
-VOICE_FAILED_REPLY = "I couldn't make out your voice message — could you type it, or send it again?"
-#: For an attachment the bot cannot read while it reads voice notes or photos (a video, a PDF).
-UNSUPPORTED_MEDIA_REPLY = (
-    "Thanks! I can read text, {what}, but not this kind of attachment yet. Could you type your question?"
-)
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.config import DEFAULT_PROMPTS_DIR
+from bot.conversation.catalog import Catalog, load_catalog
 
 
-def unsupported_media_reply(voice: bool, vision: bool) -> str:
+def shipped() -> Catalog:
+    """Return the shipped catalogs (English, Portuguese, Spanish)."""
+    return load_catalog(DEFAULT_PROMPTS_DIR, DEFAULT_PROMPTS_DIR)
+
+
+def _en(key: str) -> str:
+    return shipped().texts["en"][key]
+
+
+FALLBACK_REPLY = _en("fallback")
+NON_TEXT_REPLY = _en("non_text")
+EMPTY_MESSAGE_REPLY = _en("empty_message")
+RESET_REPLY = _en("reset")
+OPERATOR_RESET_REPLY = _en("operator_reset")
+OPT_OUT_REPLY = _en("opt_out")
+OPT_IN_REPLY = _en("opt_in")
+ERASE_CONFIRM_REPLY = _en("erase_confirm")
+ERASED_REPLY = _en("erased")
+RATE_LIMITED_REPLY = _en("rate_limited")
+BUSY_REPLY = _en("busy")
+COMMAND_UNAVAILABLE_REPLY = _en("command_unavailable")
+MEDIA_FAILED_REPLY = _en("media_failed")
+PHOTO_TOO_LARGE_REPLY = _en("photo_too_large")
+PHOTO_UNREADABLE_REPLY = _en("photo_unreadable")
+VOICE_TOO_LONG_REPLY = _en("voice_too_long")
+VOICE_FAILED_REPLY = _en("voice_failed")
+TASK_OFF_REPLY = _en("task_off")
+TASK_ON_REPLY = _en("task_on")
+HELP_REPLY = _en("help")
+
+
+@dataclass(frozen=True)
+class BotWords:
+    """The bot's own words where no turn chose a language (a webhook that failed, a busy
+    REST reply): the message's own language when it tells, else the business's."""
+
+    catalog: Catalog
+    default: str  # BOT_LANGUAGE
+
+    def for_message(self, key: str, body: str) -> str:
+        """Return a reply in the language the message was written in."""
+        from bot.conversation.language import detect
+
+        return self.catalog.text(key, detect(body, self.catalog) or self.default)
+
+
+def unsupported_media_reply(catalog: Catalog, language: str, voice: bool, vision: bool) -> str:
     """Return the polite reply to an attachment the bot cannot read, naming what it can."""
     if not (voice or vision):
-        return NON_TEXT_REPLY  # text only, as before voice notes and photos
-    what = "voice messages and photos" if voice and vision else "voice messages" if voice else "photos"
-    return UNSUPPORTED_MEDIA_REPLY.format(what=what)
+        return catalog.text("non_text", language)  # text only, as before voice notes and photos
+    what = "what_voice_and_photos" if voice and vision else "what_voice" if voice else "what_photos"
+    return catalog.text("unsupported_media", language, what=catalog.text(what, language))
+
 
 #: Placeholder stored for media when MEDIA_PLACEHOLDERS is on, by MIME type family.
 MEDIA_PLACEHOLDERS = {
@@ -64,6 +82,3 @@ def media_placeholder(media_types: tuple[str, ...]) -> str:
     one: it is read as a line of text, bot/media/location.py)."""
     return " ".join(MEDIA_PLACEHOLDERS.get(t.split("/", 1)[0], "[Attachment received]") for t in media_types)
 
-#: /task:off and /task:on (task extraction for this user).
-TASK_OFF_REPLY = "OK: I'll answer your messages directly, with the whole conversation. Send /task:on to switch back."
-TASK_ON_REPLY = "OK: I'll work out exactly what you're asking before I answer. Send /task:off to switch back."

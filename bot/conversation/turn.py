@@ -38,6 +38,8 @@ class Heard:
     image: PreparedImage | None = None  # a photo for the reply call
     transcript: Transcript | None = None  # a voice note's transcription, for usage accounting
     reply_prefix: str = ""  # goes before the reply sent (what was heard), never into the stored pair
+    language: str = "en"  # what the bot's own replies are written in (docs/languages.md)
+    told: str | None = None  # the language the message itself was written in, if it told
 
 
 @dataclass

@@ -74,6 +74,7 @@ class Context:
     last_task: str = ""  # the last resolved task (task extraction), for inspect
     last_reference: str = ""  # the knowledge-base chunks the last reply was given: "v12 faq#2:0.93 …" (ids, no text)
     reply_from: str = ""  # the number the user last wrote to ("whatsapp:+…"), to answer from
+    language: str = ""  # the language the user last wrote in ("pt"), when a message told (docs/languages.md)
 
     def until_quiet(self, idle_s: float, now: float) -> float:
         """Return how much longer until the user has been quiet idle_s seconds (0: quiet now,
@@ -134,6 +135,7 @@ class CommitRecord:
     last_task: str | None = None  # the resolved task, kept for inspect
     to: str = ""  # the number the user wrote to (reply_from)
     last_reference: str | None = None  # what the knowledge step found, for inspect
+    language: str | None = None  # the language this message told, kept as the user's last (lang)
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,7 @@ def context_from_hash(data: dict[str, str]) -> Context:
         last_task=data.get("last_task", "") or "",
         last_reference=data.get("last_reference", "") or "",
         reply_from=data.get("reply_from", "") or "",
+        language=data.get("lang", "") or "",
     )
 
 
@@ -302,6 +305,7 @@ class ContextStore(JobTriggers):
                 "last_task": record.last_task,
                 "last_reference": record.last_reference,
                 "to": record.to or None,
+                "lang": record.language or None,
             },
         )
         written, pending_bytes = (written_and_bytes + [0, 0])[:2]  # early exits return neither

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.conversation.pipeline import Pipeline
 from bot.services import Services
 
-STEPS = ("claim", "command", "rate-limit", "media", "handover", "entities", "task", "embed", "knowledge", "memory", "prompt",
+STEPS = ("claim", "language", "command", "rate-limit", "media", "handover", "entities", "task", "embed", "knowledge", "memory", "prompt",
          "load-shed",
          "model", "judge", "commit", "activity", "hand-off")
 
@@ -30,5 +30,5 @@ def test_a_settled_reply_skips_answering_but_still_records(services: Services) -
 
     steps = {name: Probe(name, name in ("commit", "activity", "hand-off"), settles=name == "command") for name in STEPS}
     outcome = Pipeline(steps, services.store).handle(InboundMessage("+14155550100", "SM" + "0" * 32, "hi"))
-    assert calls == ["claim", "command", "commit", "activity", "hand-off"]
+    assert calls == ["claim", "language", "command", "commit", "activity", "hand-off"]
     assert outcome.reply == "done" and outcome.status == "command"

@@ -32,7 +32,7 @@ from bot.config import MODEL_DEADLINE_S, Settings
 from bot.config.media import HTTP_MARGIN_S
 from bot.conversation.messages import InboundMessage, MediaItem, Outcome
 from bot.conversation.pipeline import Pipeline
-from bot.conversation.replies import FALLBACK_REPLY
+from bot.conversation.replies import BotWords
 from bot.exceptions import StoreUnavailable
 from bot.jobs.queue import DEFERRED_REPLY, JobQueue
 from bot.media.location import Location
@@ -120,8 +120,9 @@ class DeferredReplies:
     """The worker's side: answer one user's deferred messages in order, each reply once."""
 
     def __init__(self, pipeline: Pipeline, store: DeferredStore, sender: MessageSender,
-                 typing: TypingIndicator) -> None:
+                 typing: TypingIndicator, words: BotWords) -> None:
         self.pipeline = pipeline
+        self.words = words
         self.store = store
         self.sender = sender
         self.typing = typing
@@ -159,7 +160,7 @@ class DeferredReplies:
                 outcome = self.pipeline.handle(msg, claim_token)
             except Exception:
                 log.exception("deferred.failed")
-                return Outcome(reply=FALLBACK_REPLY, status="failed")
+                return Outcome(reply=self.words.for_message("fallback", msg.body), status="failed")
             if outcome.status != "inflight" or time.monotonic() > give_up:
                 return outcome
             time.sleep(INFLIGHT_POLL_S)

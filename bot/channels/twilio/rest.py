@@ -25,7 +25,7 @@ from bot.channels.twilio.sender import STATUS_PATH, MessageSender, make_twilio_c
 from bot.config import Settings
 from bot.conversation.messages import InboundMessage
 from bot.conversation.pipeline import Pipeline
-from bot.conversation.replies import FALLBACK_REPLY
+from bot.conversation.replies import BotWords
 from bot.observability.metrics import REPLY_SECONDS
 
 log = structlog.get_logger(__name__)
@@ -39,8 +39,9 @@ __all__ = ["STATUS_PATH", "RestReplier", "make_twilio_client"]
 class RestReplier:
     """Runs the pipeline off the request thread and sends its reply through the Messages API."""
 
-    def __init__(self, pipeline: Pipeline, client: Client, settings: Settings) -> None:
+    def __init__(self, pipeline: Pipeline, client: Client, settings: Settings, words: BotWords) -> None:
         self.pipeline = pipeline
+        self.words = words
         self.client = client
         self.sender = MessageSender(client, settings)  # the same path as a person's replies
         self.status_callback = self.sender.status_callback
@@ -80,7 +81,7 @@ class RestReplier:
             reply, status = outcome.reply, outcome.status
         except Exception:
             log.exception("webhook.failed")
-            reply, status = FALLBACK_REPLY, "failed"
+            reply, status = self.words.for_message("fallback", msg.body), "failed"
         if status in NOT_OURS_TO_SEND:
             log.info("reply.not_sent", status=status)
             return

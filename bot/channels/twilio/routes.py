@@ -13,7 +13,6 @@ from bot.channels.twilio import outbound
 from bot.channels.twilio.inbound import parse_inbound, signature_ok
 from bot.conversation.pipeline import Pipeline
 from bot.conversation.steps.load_shed import shed
-from bot.conversation.replies import FALLBACK_REPLY
 from bot.config import E164
 from bot.exceptions import InvalidInbound, StoreUnavailable
 from bot.observability.logs import mask_phone
@@ -66,13 +65,14 @@ def whatsapp() -> Response:
     if replier is not None:  # REPLY_MODE=rest: answer now, reply through the Messages API
         if replier.submit(msg, started):
             return _twiml(outbound.render(""))
-        return _twiml(outbound.render(shed(mode="rest")))
+        shed(mode="rest")
+        return _twiml(outbound.render(current_app.extensions["bot.words"].for_message("busy", msg.body)))
     pipeline: Pipeline = current_app.extensions["bot.pipeline"]
     try:
         outcome = pipeline.handle(msg)
     except Exception:
         log.exception("webhook.failed")
-        return _twiml(outbound.render(FALLBACK_REPLY))
+        return _twiml(outbound.render(current_app.extensions["bot.words"].for_message("fallback", msg.body)))
     elapsed = time.perf_counter() - started
     REPLY_SECONDS.observe(elapsed)
     log.info(

@@ -1,6 +1,7 @@
 """The command step: read the message's text and carry out a recognised command
-(bot/conversation/commands.py recognises them): reset, operator reset, opt-out and opt-in,
-/task:off and /task:on, the erase request and its confirmation, a topic shift."""
+(bot/conversation/commands.py recognises them, in any of the bot's languages): reset,
+operator reset, opt-out and opt-in, /task:off and /task:on, help, the erase request and its
+confirmation, a topic shift. Its replies are in the user's language (docs/languages.md)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,10 @@ import time
 import structlog
 
 from bot.conversation import commands
-from bot.conversation.commands import Command
+from bot.conversation.commands import Command, CommandWords
 from bot.conversation.messages import message_text
 from bot.conversation.turn import Turn
-from bot.conversation.replies import (
-    COMMAND_UNAVAILABLE_REPLY,
-    EMPTY_MESSAGE_REPLY,
-    ERASE_CONFIRM_REPLY,
-    ERASED_REPLY,
-    OPERATOR_RESET_REPLY,
-    OPT_IN_REPLY,
-    OPT_OUT_REPLY,
-    RESET_REPLY,
-    TASK_OFF_REPLY,
-    TASK_ON_REPLY,
-)
+from bot.conversation.catalog import Catalog
 from bot.exceptions import StoreUnavailable
 from bot.observability.metrics import MESSAGES
 from bot.storage.context import Context
@@ -43,12 +33,14 @@ def carry_out(
     erase_confirm_s: int,
     memory_commands: bool,
     erase_requested_at: float | None,
+    say: Catalog,
 ) -> None:
-    """Carry out the command, if the message is one, settling the reply; raise
-    StoreUnavailable when Redis cannot carry it out (nothing is pretended)."""
+    """Carry out the command, if the message is one, settling the reply in the user's
+    language; raise StoreUnavailable when Redis cannot carry it out (nothing is pretended)."""
     user = turn.msg.user
+    lang = turn.heard.language
     kind = command.kind if command is not None else None
-    if turn.stored.claim is None and kind not in (None, "topic_shift"):
+    if turn.stored.claim is None and kind not in (None, "topic_shift", "help"):
         raise StoreUnavailable("Redis was unreachable at claim")
     if erase_requested_at is not None and kind != "erase_confirm" and memory_commands:
         try:
@@ -57,16 +49,18 @@ def carry_out(
         except StoreUnavailable as err:  # the request lapses by itself after ERASE_CONFIRM_S
             log.error("store.unavailable", stage="erase_cancel", error=str(err))
     if kind in MEMORY_COMMANDS:
-        _memory_command(turn, kind, users, erase_confirm_s)
+        _memory_command(turn, kind, users, erase_confirm_s, say)
     elif kind in ("task_off", "task_on"):
         set_task_extraction(users, user, kind == "task_on", actor=user, via="user")
-        _done(turn, TASK_ON_REPLY if kind == "task_on" else TASK_OFF_REPLY, kind)
+        _done(turn, say.text(kind, lang), kind)
+    elif kind == "help":
+        _done(turn, say.text("help", lang), "help")
     elif kind == "reset":
         reset_conversation(users, user, user, via="user")
-        _done(turn, RESET_REPLY, "reset")
+        _done(turn, say.text("reset", lang), "reset")
     elif kind == "operator_reset" and command is not None and command.target:
         reset_conversation(users, command.target, user, via="operator")
-        _done(turn, OPERATOR_RESET_REPLY.format(target=command.target), "operator_reset")
+        _done(turn, say.text("operator_reset", lang, target=command.target), "operator_reset")
     elif kind == "topic_shift" and turn.stored.claim is not None:
         # The old topic is not carried verbatim: answer from the summary alone, and
         # have the worker fold the old pairs into the summary now (hand-off).
@@ -75,20 +69,20 @@ def carry_out(
         turn.stored.context = Context(summary=context.summary, epoch=context.epoch)
 
 
-def _memory_command(turn: Turn, kind: str, users: UserData, erase_confirm_s: int) -> None:
+def _memory_command(turn: Turn, kind: str, users: UserData, erase_confirm_s: int, say: Catalog) -> None:
     """Carry out opt-out, opt-in and erase."""
-    user = turn.msg.user
+    user, lang = turn.msg.user, turn.heard.language
     if kind in ("opt_out", "opt_in"):
         set_opt_out(users, user, kind == "opt_out", actor=user, via="user", free_trigger=True)
-        _done(turn, OPT_OUT_REPLY if kind == "opt_out" else OPT_IN_REPLY, kind)
+        _done(turn, say.text(kind, lang), kind)
     elif kind == "erase":
         users.meta.set_meta(user, erase_requested_at=str(time.time()))
         minutes = max(1, erase_confirm_s // 60)
-        _done(turn, ERASE_CONFIRM_REPLY.format(minutes=minutes), "erase_requested")
+        _done(turn, say.text("erase_confirm", lang, minutes=minutes), "erase_requested")
     else:
         erase_user(users, user, user, via="user")
         turn.record.touch_context = False  # everything is gone: the commit must not write it back
-        _done(turn, ERASED_REPLY, "erased")
+        _done(turn, say.text("erased", lang), "erased")
 
 
 def _done(turn: Turn, reply: str, reason: str) -> None:
@@ -101,17 +95,17 @@ class CommandStep:
 
     name = "command"
     records = False
-    reads = ("stored.claim", "stored.context", "heard.text")
+    reads = ("stored.claim", "stored.context", "heard.text", "heard.language")
     writes = ("heard.text", "stored.context", "found.topic_shift", "record.touch_context",
               "answer.reply", "answer.reason", "answer.status")
 
-    def __init__(self, users: UserData, memory_commands: bool, *, erase_confirm_s: int, reset_phrases: str,
-                 topic_phrases: str, operators: frozenset[str]) -> None:
+    def __init__(self, users: UserData, memory_commands: bool, catalog: Catalog, *, erase_confirm_s: int,
+                 reset_phrases: str, topic_phrases: str, operators: frozenset[str]) -> None:
         self.users = users
         self.memory_commands = memory_commands  # opt-out, opt-in and erase; off for the baseline
+        self.catalog = catalog  # the bot's own words (docs/languages.md)
         self.erase_confirm_s = erase_confirm_s  # ERASE_CONFIRM_S
-        self.reset_phrases = commands.parse_phrases(reset_phrases)
-        self.topic_phrases = commands.parse_phrases(topic_phrases)
+        self.words = CommandWords.build(catalog, reset_phrases, topic_phrases)
         self.operators = operators
 
     def __call__(self, turn: Turn) -> None:
@@ -125,19 +119,13 @@ class CommandStep:
             if turn.stored.claim is not None:  # with Redis down nothing is counted as a rejected pair
                 log.info("pair.rejected", reason=reason)
                 MESSAGES.labels(outcome="rejected", reason=reason).inc()
-            turn.settle(EMPTY_MESSAGE_REPLY, reason=reason)
+            turn.settle(self.catalog.text("empty_message", turn.heard.language), reason=reason)
             return
         user = turn.msg.user
         requested = turn.stored.memory.erase_requested_at
         erase_pending = requested is not None and time.time() - requested < self.erase_confirm_s
-        command = commands.recognise(
-            turn.heard.text,
-            user,
-            reset_phrases=self.reset_phrases,
-            topic_phrases=self.topic_phrases,
-            operators=self.operators,
-            erase_pending=erase_pending,
-        )
+        command = commands.recognise(turn.heard.text, user, self.words, operators=self.operators,
+                                     erase_pending=erase_pending)
         kind = command.kind if command is not None else None
         if kind in MEMORY_COMMANDS and not self.memory_commands:
             kind = None  # the baseline has no memory: these are ordinary messages there
@@ -149,9 +137,10 @@ class CommandStep:
         kind = command.kind if command is not None else None
         try:
             carry_out(turn, command, self.users, self.erase_confirm_s, self.memory_commands,
-                      turn.stored.memory.erase_requested_at)
+                      turn.stored.memory.erase_requested_at, self.catalog)
         except StoreUnavailable as err:
             # Never pretend, and never hand a command to the model as a normal message.
             log.error("command.unavailable", command=kind, error=str(err))
             MESSAGES.labels(outcome="rejected", reason="command_unavailable").inc()
-            turn.settle(COMMAND_UNAVAILABLE_REPLY, reason="command_unavailable", status="degraded")
+            turn.settle(self.catalog.text("command_unavailable", turn.heard.language), reason="command_unavailable",
+                        status="degraded")

@@ -22,7 +22,7 @@ class CommitStep:
     records = True
     reads = ("stored.claim", "answer.reply", "heard.reply_prefix", "record.pair", "record.touch_context",
              "answer.completion", "found.task_completion", "heard.transcript", "found.task",
-             "found.reference_trace", "answer.status")
+             "found.reference_trace", "answer.status", "heard.told")
     writes = ("record.result", "answer.status")
 
     def __init__(self, store: ContextStore) -> None:
@@ -37,7 +37,7 @@ class CommitStep:
             user=msg.user, claim=claim, sid=msg.sid, reply=turn.final_reply(), pair=turn.record.pair,
             touch_context=turn.record.touch_context, usage=turn.usage(),
             last_task=clip(task.task, STORED_TEXT_CHARS) if task else None, to=msg.to,
-            last_reference=turn.found.reference_trace,
+            last_reference=turn.found.reference_trace, language=turn.heard.told,
         )
         try:
             result = self.store.commit(record)

@@ -2,7 +2,8 @@
 
 It runs after `media` (so a voice note reaches the person as its transcript, a photo as its
 caption) and before `entities`: a message during a handover is logged for the person
-(bot/storage/handover.py), the first one after the takeover gets HANDOVER_NOTICE, the rest
+(bot/storage/handover.py), the first one after the takeover gets the handover notice (in the
+user's language, or HANDOVER_NOTICE as the operator wrote it), the rest
 no reply at all, and no model is called. Claim and deduplication ran before it, so a
 redelivery is never logged twice. When the takeover's TTL has lapsed with a log left over, the
 log is folded into the conversation first, so this reply's prompt knows what was said.
@@ -14,6 +15,7 @@ import time
 
 import structlog
 
+from bot.conversation.catalog import Catalog
 from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
 from bot.storage.handover import USER, HandoverStore, LogEntry
@@ -31,11 +33,12 @@ class HandoverStep:
 
     name = "handover"
     records = False
-    reads = ("stored.claim", "heard.text", "heard.stored_text")
+    reads = ("stored.claim", "heard.text", "heard.stored_text", "heard.language")
     writes = ("stored.context", "answer.reply", "answer.reason", "answer.status")
 
-    def __init__(self, users: UserData, handover: HandoverStore, notice: str) -> None:
-        self.notice = notice  # HANDOVER_NOTICE
+    def __init__(self, users: UserData, handover: HandoverStore, catalog: Catalog, notice: str | None = None) -> None:
+        self.catalog = catalog
+        self.notice = notice  # HANDOVER_NOTICE: one text for everyone, if the operator set one
         self.users = users
         self.handover = handover
 
@@ -57,4 +60,5 @@ class HandoverStep:
             log.error("store.unavailable", stage="handover", error=str(err))
             return
         log.info("handover.message", notified=first, chars=len(text))
-        turn.settle(self.notice if first else "", reason=HANDOVER, status=HANDOVER)
+        notice = self.notice or self.catalog.text("handover_notice", turn.heard.language)
+        turn.settle(notice if first else "", reason=HANDOVER, status=HANDOVER)

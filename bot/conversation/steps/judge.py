@@ -9,7 +9,7 @@ import time
 import structlog
 
 from bot.conversation import filtering
-from bot.conversation.replies import FALLBACK_REPLY
+from bot.conversation.catalog import Catalog
 from bot.conversation.turn import Turn
 from bot.observability.metrics import MESSAGES
 from bot.storage.records import STORED_TEXT_CHARS, Pair, clip
@@ -22,25 +22,28 @@ class JudgeStep:
 
     name = "judge"
     records = False
-    reads = ("stored.claim", "answer.completion", "answer.prompt", "heard.text", "heard.stored_text")
+    reads = ("stored.claim", "answer.completion", "answer.prompt", "heard.text", "heard.stored_text",
+             "heard.language")
     writes = ("record.pair", "answer.reply", "answer.reason", "answer.status")
 
-    def __init__(self, min_chars: int, rephrase_phrases: tuple[str, ...]) -> None:
+    def __init__(self, min_chars: int, rephrase_phrases: tuple[str, ...], catalog: Catalog) -> None:
         self.min_chars = min_chars  # MIN_PAIR_CHARS
         self.rephrase_phrases = rephrase_phrases
+        self.catalog = catalog
 
     def __call__(self, turn: Turn) -> None:
         completion = turn.answer.completion
+        fallback = self.catalog.text("fallback", turn.heard.language)
         if turn.stored.claim is None:  # Redis down: answer, but nothing is judged or stored
             if completion is None:
-                turn.settle(FALLBACK_REPLY, reason=filtering.REASON_MODEL_ERROR)
+                turn.settle(fallback, reason=filtering.REASON_MODEL_ERROR)
             else:
-                turn.settle(completion.text or FALLBACK_REPLY)
+                turn.settle(completion.text or fallback)
             return
         if completion is None:
             log.info("pair.rejected", reason=filtering.REASON_MODEL_ERROR)
             MESSAGES.labels(outcome="rejected", reason=filtering.REASON_MODEL_ERROR).inc()
-            turn.settle(FALLBACK_REPLY, reason=filtering.REASON_MODEL_ERROR, status="degraded")
+            turn.settle(fallback, reason=filtering.REASON_MODEL_ERROR, status="degraded")
             return
         text, prompt = turn.heard.text, turn.answer.prompt
         assert text is not None and prompt is not None
@@ -63,4 +66,4 @@ class JudgeStep:
         else:
             log.info("pair.rejected", reason=verdict.reason)
             MESSAGES.labels(outcome="rejected", reason=verdict.reason).inc()
-        turn.settle(completion.text or FALLBACK_REPLY, reason=verdict.reason)
+        turn.settle(completion.text or fallback, reason=verdict.reason)

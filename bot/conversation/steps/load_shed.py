@@ -13,19 +13,18 @@ import threading
 
 import structlog
 
-from bot.conversation.replies import BUSY_REPLY
+from bot.conversation.catalog import Catalog
 from bot.conversation.turn import Turn
 from bot.observability.metrics import MESSAGES
 
 log = structlog.get_logger(__name__)
 
 
-def shed(**fields: str) -> str:
-    """Log and count one message turned away because the process is saturated; return the
-    busy reply (the load-shed step, and REPLY_MODE=rest when its reply threads are taken)."""
+def shed(**fields: str) -> None:
+    """Log and count one message turned away because the process is saturated (the load-shed
+    step, and REPLY_MODE=rest when its reply threads are taken); the caller answers "busy"."""
     log.warning("message.shed", reason="busy", **fields)
     MESSAGES.labels(outcome="rejected", reason="busy").inc()
-    return BUSY_REPLY
 
 
 class LoadShedStep:
@@ -33,14 +32,16 @@ class LoadShedStep:
 
     name = "load-shed"
     records = False
-    reads: tuple[str, ...] = ()
+    reads = ("heard.language",)
     writes = ("answer.reply", "answer.reason", "answer.status")
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, catalog: Catalog) -> None:
         self.slots = threading.BoundedSemaphore(slots)
+        self.catalog = catalog
 
     def __call__(self, turn: Turn) -> None:
         if not self.slots.acquire(blocking=False):
-            turn.settle(shed(), reason="busy", status="busy")
+            shed()
+            turn.settle(self.catalog.text("busy", turn.heard.language), reason="busy", status="busy")
             return
         turn.finally_.append(self.slots.release)

@@ -21,15 +21,9 @@ from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
 from bot.conversation import filtering
 from bot.conversation.messages import PHOTO_MARK, SPOKEN_MARK, MediaItem
 from bot.conversation.turn import Turn
-from bot.conversation.replies import (
-    MEDIA_FAILED_REPLY,
-    PHOTO_TOO_LARGE_REPLY,
-    PHOTO_UNREADABLE_REPLY,
-    VOICE_FAILED_REPLY,
-    VOICE_TOO_LONG_REPLY,
-    media_placeholder,
-    unsupported_media_reply,
-)
+from bot.conversation import language
+from bot.conversation.catalog import Catalog
+from bot.conversation.replies import media_placeholder, unsupported_media_reply
 from bot.exceptions import MediaUnavailable, StoreUnavailable, TranscriptionUnavailable
 from bot.llm.tokens import TokenCounter
 from bot.llm.transcription import Transcriber
@@ -77,16 +71,17 @@ class MediaStep:
 
     name = "media"
     records = False
-    reads = ("stored.claim",)
+    reads = ("stored.claim", "stored.context", "heard.language")
     writes = ("heard.text", "heard.stored_text", "heard.transcript", "heard.reply_prefix", "heard.image",
-              "answer.reply", "answer.reason")
+              "heard.language", "heard.told", "answer.reply", "answer.reason")
 
     def __init__(
         self, settings: MediaSettings, source: MediaSource | None, transcriber: Transcriber | None,
-        facts: FactStore | None, counter: TokenCounter, *, redis_worst_s: float, image_room: int,
-        placeholders: bool,
+        facts: FactStore | None, counter: TokenCounter, catalog: Catalog, *, redis_worst_s: float,
+        image_room: int, placeholders: bool,
     ) -> None:
         self.settings = settings
+        self.catalog = catalog  # the bot's own words (docs/languages.md)
         self.source = source
         self.transcriber = transcriber
         self.facts = facts
@@ -130,25 +125,25 @@ class MediaStep:
         try:
             seconds = audio_duration(data)
         except UnreadableAudio as err:
-            self._refuse(turn, "voice", "unreadable", VOICE_FAILED_REPLY, detail=str(err), bytes=len(data))
+            self._refuse(turn, "voice", "unreadable", self._say(turn, "voice_failed"), detail=str(err), bytes=len(data))
             return
         if seconds > self.settings.VOICE_MAX_SECONDS:
-            reply = VOICE_TOO_LONG_REPLY.format(limit=_duration(self.settings.VOICE_MAX_SECONDS))
-            self._refuse(turn, "voice", "too_long", reply, seconds=round(seconds, 1), bytes=len(data))
+            self._refuse(turn, "voice", "too_long", self._too_long(turn), seconds=round(seconds, 1), bytes=len(data))
             return
         if self.transcriber is None:
-            self._refuse(turn, "voice", "transcription_failed", VOICE_FAILED_REPLY, detail="no transcriber")
+            self._refuse(turn, "voice", "transcription_failed", self._say(turn, "voice_failed"), detail="no transcriber")
             return
-        language = self.settings.TRANSCRIPTION_LANGUAGE or self._language(turn)
+        hint = self.settings.TRANSCRIPTION_LANGUAGE or self._language(turn) or turn.stored.context.language or None
         try:
             transcript = self.transcriber.transcribe(
                 data, filename=upload_name(item.subtype), content_type=item.content_type, audio_seconds=seconds,
-                language=language, deadline_s=turn.remaining() - self.reserve_s,
+                language=hint, deadline_s=turn.remaining() - self.reserve_s,
             )
         except TranscriptionUnavailable as err:
-            self._refuse(turn, "voice", "transcription_failed", VOICE_FAILED_REPLY, detail=err.reason,
+            self._refuse(turn, "voice", "transcription_failed", self._say(turn, "voice_failed"), detail=err.reason,
                          seconds=round(seconds, 1))
             return
+        self._told(turn, transcript.text)
         turn.heard.text = transcript.text
         turn.heard.stored_text = f"{SPOKEN_MARK}{transcript.text}"
         turn.heard.transcript = transcript
@@ -162,14 +157,15 @@ class MediaStep:
         data = self._download(turn, item, "photo", self.settings.IMAGE_MAX_BYTES)
         if data is None:
             return
-        text = caption or photo_question(self._language(turn))
+        self._told(turn, caption)
+        text = caption or photo_question(turn.heard.language)
         try:
             image = prepare_image(
                 data, detail=self.settings.IMAGE_DETAIL, max_side=self.settings.image_side_px,
                 max_tokens=self._image_room(text),
             )
         except UnreadableImage as err:
-            self._refuse(turn, "photo", "unreadable", PHOTO_UNREADABLE_REPLY, detail=str(err), bytes=len(data))
+            self._refuse(turn, "photo", "unreadable", self._say(turn, "photo_unreadable"), detail=str(err), bytes=len(data))
             return
         turn.heard.text = text
         turn.heard.stored_text = f"{PHOTO_MARK} {caption}" if caption else PHOTO_MARK
@@ -190,14 +186,14 @@ class MediaStep:
             turn.heard.text = caption
             self._count(kind, "caption_only")
         else:
-            reply = unsupported_media_reply(self.settings.VOICE, self.settings.VISION)
+            reply = unsupported_media_reply(self.catalog, turn.heard.language, self.settings.VOICE, self.settings.VISION)
             self._refuse(turn, kind, "not_supported", reply, reason=filtering.REASON_NON_TEXT)
 
     # -- helpers -------------------------------------------------------------------------
     def _download(self, turn: Turn, item: MediaItem, kind: str, max_bytes: int) -> bytes | None:
         """Return the attachment's bytes, or settle a polite reply and return None."""
         if self.source is None:
-            self._refuse(turn, kind, "refused", MEDIA_FAILED_REPLY, detail="no media source")
+            self._refuse(turn, kind, "refused", self._say(turn, "media_failed"), detail="no media source")
             return None
         budget = min(self.settings.MEDIA_FETCH_TIMEOUT_S, turn.remaining() - self.reserve_s)
         started = time.perf_counter()
@@ -205,9 +201,9 @@ class MediaStep:
             fetched = self.source.fetch(item.ref, turn.msg.sid, max_bytes=max_bytes, deadline_s=max(budget, 0.1))
         except MediaUnavailable as err:
             outcome = "refused" if err.refused else "too_large" if err.reason == "too_large" else "fetch_failed"
-            reply = PHOTO_TOO_LARGE_REPLY if outcome == "too_large" and kind == "photo" else MEDIA_FAILED_REPLY
+            reply = self._say(turn, "photo_too_large" if outcome == "too_large" and kind == "photo" else "media_failed")
             if outcome == "too_large" and kind == "voice":
-                reply = VOICE_TOO_LONG_REPLY.format(limit=_duration(self.settings.VOICE_MAX_SECONDS))
+                reply = self._too_long(turn)
             self._refuse(turn, kind, outcome, reply, detail=err.reason,
                          ms=round((time.perf_counter() - started) * 1000))
             return None
@@ -218,11 +214,31 @@ class MediaStep:
         memory block's share and the caption, so the image always fits."""
         return self.image_room - self.counter.count(text) - 8
 
+    def _told(self, turn: Turn, text: str) -> None:
+        """A transcript or a caption says which language the user writes in: the bot's own
+        words follow it (docs/languages.md)."""
+        told = language.detect(text, self.catalog)
+        if told is not None:
+            turn.heard.told = turn.heard.language = told
+
+    def _too_long(self, turn: Turn) -> str:
+        """Return the polite "send a shorter one" in the user's language."""
+        limit = self.settings.VOICE_MAX_SECONDS
+        if limit % 60 == 0:
+            duration = self._say(turn, "minute") if limit == 60 else self._say(turn, "minutes", n=limit // 60)
+        else:
+            duration = self._say(turn, "seconds", n=limit)
+        return self._say(turn, "voice_too_long", limit=duration)
+
     def _language(self, turn: Turn) -> str | None:
         """Return the user's language from their stored facts, if one is known."""
         facts = decode_facts(turn.stored.memory.facts)
         fact = facts.get("language")
         return language_code(fact.value) if fact is not None else None
+
+    def _say(self, turn: Turn, key: str, **values: object) -> str:
+        """Return one of the bot's own replies, in the user's language."""
+        return self.catalog.text(key, turn.heard.language, **values)
 
     def _refuse(self, turn: Turn, kind: str, outcome: str, reply: str, reason: str | None = None, **fields: object) -> None:
         """Settle a polite reply for an attachment we could not use; log and count it."""
@@ -239,11 +255,3 @@ class MediaStep:
     @staticmethod
     def _count(kind: str, outcome: str) -> None:
         MEDIA.labels(kind=kind, outcome=outcome).inc()
-
-
-def _duration(seconds: int) -> str:
-    """Return "3 minutes" or "45 seconds"."""
-    if seconds % 60 == 0:
-        minutes = seconds // 60
-        return f"{minutes} minute{'s' if minutes != 1 else ''}"
-    return f"{seconds} seconds"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import structlog
 
-from bot.conversation.replies import RATE_LIMITED_REPLY
+from bot.conversation.catalog import Catalog
 from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
 from bot.observability.metrics import MESSAGES
@@ -27,12 +27,13 @@ class RateLimitStep:
 
     name = "rate-limit"
     records = False
-    reads = ("stored.claim",)
+    reads = ("stored.claim", "heard.language")
     writes = ("answer.reply", "answer.reason", "answer.status")
 
-    def __init__(self, counter: RateCounter, per_minute: int) -> None:
+    def __init__(self, counter: RateCounter, per_minute: int, catalog: Catalog) -> None:
         self.counter = counter
         self.per_minute = per_minute
+        self.catalog = catalog
 
     def __call__(self, turn: Turn) -> None:
         if self.per_minute <= 0 or turn.stored.claim is None:  # no limit, or Redis down: answer (fail open)
@@ -47,4 +48,5 @@ class RateLimitStep:
         notice = sent == self.per_minute + 1  # the first one past the limit; then silence
         log.info("message.rate_limited", sent=sent, limit=self.per_minute, notice=notice)
         MESSAGES.labels(outcome="rejected", reason=REASON).inc()
-        turn.settle(RATE_LIMITED_REPLY if notice else "", reason=REASON, status=REASON)
+        turn.settle(self.catalog.text("rate_limited", turn.heard.language) if notice else "", reason=REASON,
+                    status=REASON)

@@ -20,7 +20,8 @@
 --    bot/storage/usage.py); last_task (optional: the resolved task, kept for inspect);
 --    last_reference (optional: the knowledge-base chunk ids and scores the reply was given, for inspect);
 --    to (optional: the number the user wrote to, "whatsapp:+…", kept as reply_from: a
---    person's reply during a handover is sent from it); user (the +E164, for `index`: the
+--    person's reply during a handover is sent from it); lang (optional: the language the
+--    message was written in, kept as the user's last); user (the +E164, for `index`: the
 --    users index of a single Redis, bot/storage/user_index.py; on a cluster the store adds it).
 -- Returns {count since summary, pending pairs dropped, seq (the user's latest pair number),
 --          pair stored 0/1, {names of the triggers this commit took}, context written 0/1,
@@ -94,6 +95,7 @@ if K.index then redis.call('ZADD', K.index, A.now, A.user) end
 if A.last_task then redis.call('HSET', K.context, 'last_task', A.last_task) end
 if A.last_reference then redis.call('HSET', K.context, 'last_reference', A.last_reference) end
 if A.to and A.to ~= '' then redis.call('HSET', K.context, 'reply_from', A.to) end
+if A.lang then redis.call('HSET', K.context, 'lang', A.lang) end
 if A.usage then
   for f, n in pairs(A.usage) do redis.call('HINCRBY', K.usage, f, n) end
   refresh(K.usage, A.ttl.facts)

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from bot import create_app
 from bot.conversation.prompt import render_summary
-from bot.conversation.replies import COMMAND_UNAVAILABLE_REPLY, FALLBACK_REPLY, unsupported_media_reply
+from bot.conversation.replies import COMMAND_UNAVAILABLE_REPLY, FALLBACK_REPLY, shipped, unsupported_media_reply
 from bot.dev.embedded import free_port
 from bot.dev.standin import StandinModel
 from bot.storage.keys import CONTEXT_PREFIX, user_key
@@ -291,7 +291,7 @@ def test_media_we_cannot_read_without_text_is_politely_refused(send, model: Stan
         reply = messages(
             send("", NumMedia="1", MediaContentType0="video/mp4", MediaUrl0="https://api.twilio.com/x")
         )
-    assert reply == [unsupported_media_reply(voice=True, vision=True)]
+    assert reply == [unsupported_media_reply(shipped(), "en", voice=True, vision=True)]
     assert "voice messages and photos" in reply[0]
     assert model.requests() == []
     context = services.store.load(USER)
