@@ -62,6 +62,7 @@ def build_steps(
     knowledge_rules: Prompt | None = None,
     embedder: Embedder | None = None,
     catalog: Catalog | None = None,
+    preload_language: bool = True,
 ) -> dict[str, Step | None]:
     """Return each step of the message path, by name, with its collaborators and its own
     settings; bot/conversation/pipeline.py puts them in order.
@@ -78,7 +79,7 @@ def build_steps(
     words = catalog or shipped()
     return {
         "claim": ClaimStep(users.store, settings.DEDUP_WAIT_S, worst, also=(VERSION_FIELD,) if retriever else ()),
-        "language": LanguageStep(words, settings.BOT_LANGUAGE),
+        "language": LanguageStep(words, settings.BOT_LANGUAGE, preload=preload_language),
         "command": CommandStep(users, with_memory, words, erase_confirm_s=settings.ERASE_CONFIRM_S,
                                reset_phrases=settings.RESET_PHRASES, topic_phrases=settings.TOPIC_SHIFT_PHRASES,
                                operators=settings.operators),

@@ -231,12 +231,14 @@ def build_services(
     if answers:
         if role == "web":
             services.pipeline = message_path(services, media_source, full, settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
-        else:
-            services.deferred_pipeline = message_path(services, media_source, full, settings.DEFERRED_TURN_S)
+        else:  # a worker's job loads the language model only if a transcript needs it (forked, then gone)
+            services.deferred_pipeline = message_path(services, media_source, full, settings.DEFERRED_TURN_S,
+                                                      preload_language=False)
     return services
 
 
-def message_path(s: Services, media_source: MediaSource | None, full: bool, deadline_s: float) -> Pipeline:
+def message_path(s: Services, media_source: MediaSource | None, full: bool, deadline_s: float,
+                 preload_language: bool = True) -> Pipeline:
     """Return the message path on this clock, with a speech client when media come in; the
     steps are imported here, where messages are answered (bot/message_path.py)."""
     from bot.conversation.pipeline import Pipeline
@@ -253,5 +255,5 @@ def message_path(s: Services, media_source: MediaSource | None, full: bool, dead
     steps = build_steps(settings, s.users, s.llm, s.counter, s.prompts.reply, with_memory=not full, matcher=matcher,
                         task_prompt=s.prompts.task, media_source=media_source, transcriber=transcriber,
                         activity=s.activity, retriever=s.retriever, knowledge_rules=s.prompts.knowledge,
-                        embedder=s.embedder, catalog=s.prompts.replies)
+                        embedder=s.embedder, catalog=s.prompts.replies, preload_language=preload_language)
     return Pipeline(steps, s.store, deadline_s=deadline_s)

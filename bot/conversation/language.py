@@ -27,8 +27,9 @@ _identifier: Any = None
 
 
 def identifier() -> Any:
-    """Return py3langid's identifier limited to the bot's languages, loaded once per process
-    (about half a second: the web and the workers load it at start, bot/message_path.py)."""
+    """Return py3langid's identifier limited to the bot's languages, loaded once per process:
+    about half a second and 60 MB, so the web loads it at start and a worker's job only when
+    a transcript needs it (bot/message_path.py)."""
     global _identifier
     with _lock:
         if _identifier is None:
@@ -36,6 +37,9 @@ def identifier() -> Any:
 
             model = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
             model.set_languages(list(LANGUAGES))
+            # set_languages keeps the other 94 languages' columns for a later reset; we never
+            # reset, so let them go (about 27 MB).
+            model._full_model = (model.nb_ptc, model.nb_pc, model.nb_classes)
             _identifier = model
     return _identifier
 

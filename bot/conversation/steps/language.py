@@ -24,10 +24,11 @@ class LanguageStep:
     reads = ("stored.context", "stored.claim")
     writes = ("heard.language", "heard.told")
 
-    def __init__(self, catalog: Catalog, default: str) -> None:
+    def __init__(self, catalog: Catalog, default: str, preload: bool = True) -> None:
         self.catalog = catalog
         self.default = default  # BOT_LANGUAGE
-        language.identifier()  # loaded now, not on a user's first message
+        if preload:  # the web: loaded now, not on a user's first message
+            language.identifier()
 
     def __call__(self, turn: Turn) -> None:
         told = None if turn.msg.has_attachment else language.detect(turn.msg.body, self.catalog)
