@@ -122,7 +122,7 @@ class Runner:
         if not env.get("OPENAI_API_KEY") and not env.get("OPENAI_BASE_URL"):
             port = free_port()
             standin = subprocess.Popen(
-                [sys.executable, "-m", "bot.dev.standin", "--port", str(port)],
+                [sys.executable, "-m", "bot.dev.standin", "--port", str(port), "--reply-chars", "0"],  # just what reached it
                 start_new_session=True, preexec_fn=die_with_parent,  # stopped last, by us
             )
             self.children.append(standin)

@@ -167,14 +167,13 @@ class StandinModel:
     def canned_reply(self, last_user: str, images: list[SeenImage] | None = None, context: str = "") -> str:
         """Return the deterministic default answer to a message, the images it holds and what
         else reached the model (bot/dev/standin_given.py)."""
-        digest = hashlib.sha256(last_user.encode()).hexdigest()[:8]
         seen = "".join(f"I see {image.describe()}. " for image in images or [])
         quoted = " ".join(last_user.split())
         quoted = quoted if len(quoted) <= QUOTE_CHARS else quoted[: QUOTE_CHARS - 1].rstrip() + "…"
-        head = f"{CANNED_NOTICE} {seen}You wrote {len(last_user)} characters [{digest}]: “{quoted}”. "
+        head = f"{CANNED_NOTICE} {seen}You said: “{quoted}”. "
         head += f"{context} " if context else ""
         text = head
-        while len(text) < self.reply_chars:
+        while len(text) < self.reply_chars:  # a reply as long as a real one (benchmarks); 0: just the notes
             text += _FILLER
         if len(text) > max(self.reply_chars, len(head)):
             text = text[: max(self.reply_chars, len(head))].rsplit(" ", 1)[0]

@@ -145,7 +145,7 @@ def test_a_photo_is_answered_from_its_size_and_format_and_its_tokens_are_counted
     low = ask(client, caption, photo(), detail="low")
     reply = low.choices[0].message.content
     assert "I see a 512×384 JPEG image (detail low)." in reply
-    assert f"You wrote {len(caption)} characters" in reply
+    assert f"You said: “{caption}”" in reply
     assert low.usage.prompt_tokens == text_only + image_tokens(512, 384, "low")
     high = ask(client, caption, photo(1600, 1200, "PNG"), detail="high")
     assert "I see a 1600×1200 PNG image (detail high)." in high.choices[0].message.content

@@ -131,3 +131,48 @@ def test_non_user_lines_with_user_word_ignored() -> None:
 def test_it_reads_the_request_the_bot_really_sends() -> None:
     text = render_request({}, [Pair(user="my name is Ana and I live in Porto", assistant="Hi Ana, my name is Bot", ts=0.0)])
     assert {f["key"]: f["value"] for f in extract_request_facts(text)} == {"name": "Ana", "city": "Porto"}
+
+
+# -- Portuguese and Spanish, and family members in all three --------------------------------
+@pytest.mark.parametrize("message, expected", [
+    ("Olá, chamo-me Rui e vivo em Braga. Sou vegetariano.", {"name": "Rui", "city": "Braga", "diet": "vegetariano"}),
+    ("Hola, me llamo Lucía y vivo en Sevilla. Soy vegana.", {"name": "Lucía", "city": "Sevilla", "diet": "vegana"}),
+    ("My son is called Jack.", {"son_name": "Jack"}),
+    ("O meu filho chama-se Jack.", {"son_name": "Jack"}),
+    ("Mi hijo se llama Jack.", {"son_name": "Jack"}),
+    ("A minha mulher chama-se Inês e tenho uma filha chamada Maria", {"wife_name": "Inês", "daughter_name": "Maria"}),
+    ("Mi marido se llama Pedro", {"husband_name": "Pedro"}),
+    ("O meu nome é Ana Sousa", {"name": "Ana Sousa"}),
+    ("Mi nombre es Carmen", {"name": "Carmen"}),
+    ("Sou o João", {"name": "João"}),
+    ("Soy Lucía", {"name": "Lucía"}),
+    ("Moro no Rio de Janeiro", {"city": "Rio de Janeiro"}),
+    ("Vivo em São Paulo", {"city": "São Paulo"}),
+    ("Sou de Braga", {"hometown": "Braga"}),
+    ("Soy de Valencia", {"hometown": "Valencia"}),
+    ("Sou alérgica ao marisco", {"allergies": "marisco"}),
+    ("Tengo alergia a los frutos secos", {"allergies": "frutos secos"}),
+    ("Não como carne", {"diet": "no carne"}),
+    ("Trabalho como enfermeira no Hospital de Santa Maria", {"occupation": "enfermeira"}),
+    ("Soy profesora", {"occupation": "profesora"}),
+    ("Trabalho na Sonae", {"employer": "Sonae"}),
+    ("Gosto muito de fado", {"likes": "fado"}),
+    ("Me encanta el flamenco", {"likes": "flamenco"}),
+])
+def test_extracts_portuguese_spanish_and_family(message: str, expected: dict[str, str]) -> None:
+    assert kv(message) == expected
+
+
+@pytest.mark.parametrize("message", [
+    "Não sou vegetariano", "No soy vegana", "No vivo en Madrid", "A minha irmã vive em Roma",
+    "Mi hermana vive en Roma", "Se eu vivesse em Paris seria feliz", "Si viviera en Madrid",
+    "¿Vivo en Madrid?", "Tenho uma consulta amanhã", "Quero marcar uma limpeza", "Quiero reservar una mesa",
+    "Gostaria de viver em Lisboa", "Me gustaría vivir en Madrid",
+])
+def test_extracts_nothing_in_portuguese_and_spanish(message: str) -> None:
+    assert extract_request_facts(req(message)) == []
+
+
+def test_family_names_are_family_facts_and_a_reminder_is_explicit() -> None:
+    (son,) = extract_request_facts(req("Lembra-te que o meu filho chama-se Tiago"))
+    assert (son["key"], son["value"], son["category"], son["explicit"]) == ("son_name", "Tiago", "family", True)
