@@ -12,6 +12,8 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """Run one command."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if hasattr(sys.stdout, "reconfigure"):  # whole lines, so stderr's notes never split one
+        sys.stdout.reconfigure(line_buffering=True)
     if args[:1] == ["chat"] and not {"-h", "--help"} & set(args):
         from bot.ops.chat_command import main as chat
 

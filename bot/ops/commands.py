@@ -348,25 +348,41 @@ def needs_of(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; exit 2 on bad configuration, 3 when Redis is unreachable."""
+    """Run one command; exit 2 on bad configuration or no bot's Redis, 3 when Redis is unreachable."""
     args = build_parser().parse_args(argv)
+    from bot.observability.logs import mask_url
+    from bot.ops.redis_source import choose_redis
+
+    if args.command == "eval":  # eval runs on a private Redis of its own
+        return _run(args, None)
+    choice = choose_redis()
+    if choice.url is None:
+        print(choice.refusal, file=sys.stderr)
+        return 2
+    # Said first, and flushed: the command's own output never lands in the middle of it.
+    print(f"redis: {mask_url(choice.url)} ({choice.source})", file=sys.stderr, flush=True)
+    try:
+        return _run(args, choice.url)
+    finally:
+        choice.stop()
+
+
+def _run(args: argparse.Namespace, redis_url: str | None) -> int:
+    """Run the parsed command on this Redis (None: the settings')."""
     import redis
 
-    from bot.config import load_settings, lookup
+    from bot.config import load_settings
     from bot.exceptions import ConfigError, StoreUnavailable
     from bot.observability.logs import configure_logging, mask_url
     from bot.services import build_services
     from bot.users.memory import OperationError
 
     try:
-        settings = load_settings(need=needs_of(args))
+        settings = load_settings(need=needs_of(args), **({"REDIS_URL": redis_url} if redis_url else {}))
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
     configure_logging("WARNING", settings.log_json)
-    source = lookup("REDIS_URL")
-    if source and args.command != "eval":  # eval runs on a private Redis of its own
-        print(f"redis: {mask_url(source[0])} (from {source[1]})", file=sys.stderr)
     try:
         services = build_services(settings, role="cli")
     except ConfigError as err:

@@ -253,3 +253,37 @@ def test_chat_without_a_bot_says_how_to_start_one_at_once(tmp_path) -> None:  # 
     code = "import sys, bot.ops.cli, bot.ops.chat_command; print('bot.services' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root).stdout.strip() == "False"
+
+
+# -- which Redis: the bot's, or none -----------------------------------------------------------
+def seeded_run_dir(root: Path, user: str) -> None:
+    """A checkout where `make run` ran and stopped: its Redis's data in .run/redis, with a user."""
+    from bot.dev.embedded import start_redis_server
+
+    server = start_redis_server((root / ".run" / "redis").resolve(), unix=True, persist=True)
+    try:
+        run_cli(["facts", user, "set", "city", "Braga"], {"PATH": os.environ["PATH"], "REDIS_URL": server.url}, root)
+    finally:
+        server.stop()  # SIGTERM: it saves
+
+
+def test_with_make_run_stopped_the_cli_reads_the_bots_data_and_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    seeded_run_dir(tmp_path, USER)
+    env = {"PATH": os.environ["PATH"], "EMBEDDING_MODEL": "off"}  # no REDIS_URL anywhere
+    facts = run_cli(["facts", USER, "--json"], env, tmp_path)
+    assert facts.returncode == 0, facts.stderr
+    assert [(f["key"], f["value"]) for f in json.loads(facts.stdout)["user"]] == [("city", "Braga")]
+    assert "make run is stopped: the development Redis on .run/redis, started for this command" in facts.stderr
+    doc = tmp_path / "horario.md"
+    doc.write_text("# Horário\n\nAbrimos de segunda a sábado, das 9h às 19h. Ao domingo estamos fechados.\n")
+    assert run_cli(["kb", "add", str(doc), "--language", "pt"], env, tmp_path).returncode == 0  # a write is kept
+    (tmp_path / ".run" / "dev.env").write_text("REDIS_URL=redis://127.0.0.1:1/0\n")  # a killed make run's
+    listed = run_cli(["kb", "list"], env, tmp_path)
+    assert listed.returncode == 0 and "horario" in listed.stdout, listed.stderr
+    assert ".run/dev.env was left behind" in listed.stderr
+
+
+def test_without_the_bots_redis_the_cli_refuses_and_says_how_to_start_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli(["kb", "list"], {"PATH": os.environ["PATH"]}, tmp_path)  # no .run, no REDIS_URL
+    assert result.returncode == 2 and result.stdout == ""
+    assert "start the bot with `make run`" in result.stderr and "6379" not in result.stderr
