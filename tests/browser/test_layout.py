@@ -38,6 +38,29 @@ BAR = """() => {
 }"""
 
 
+#: Headers and short cells (numbers, dates, kinds) whose text runs over more than one line:
+#: broken inside a word ("LANGUAG E"). Cells hidden (a phone's table head) do not count.
+BROKEN = """() => [...document.querySelectorAll(
+    'table.data thead th, table.data td.num, table.data td.nowrap, table.data td.short')]
+  .filter(el => !(el.closest('thead') && getComputedStyle(el.closest('thead')).position === 'absolute'))
+  .filter(el => {
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    const tops = new Set();
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (node.parentElement.closest('.visually-hidden') || !node.textContent.trim()) continue;
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      for (const r of range.getClientRects()) if (r.width > 0 && r.height > 0) tops.add(Math.round(r.top));
+    }
+    return tops.size > 1;
+  })
+  .map(el => el.textContent.trim())"""
+#: Cells of a table that would stand in a phone's stacked row without their column's name.
+UNLABELLED = """() => [...document.querySelectorAll('table.data td')]
+  .filter(td => !td.classList.contains('actions') && !td.hasAttribute('data-label') && td.textContent.trim())
+  .map(td => td.textContent.trim())"""
+
+
 def pages(base: str) -> dict[str, str]:
     """The console's pages, by name."""
     return {
@@ -67,6 +90,8 @@ def test_every_page_fits_without_sideways_scroll(open_page, base, console_app, r
         page.screenshot(path=str(tmp_path / f"{name}-{width}.png"), full_page=True)
         assert page.evaluate(OVERFLOW) == [], name
         assert page.evaluate(BAR) == [], name
+        assert page.evaluate(BROKEN) == [], name
+        assert page.evaluate(UNLABELLED) == [], name
     assert trouble(page) == []
     assert len(list(tmp_path.glob("*.png"))) == len(pages(base))
 

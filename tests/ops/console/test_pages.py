@@ -93,6 +93,13 @@ def test_one_user_shows_conversation_facts_entities_usage_and_task(console_app, 
         assert html.escape(shown, quote=False) in text, shown
 
 
+def test_the_task_call_line_states_one_truth(console, redis_client) -> None:  # type: ignore[no-untyped-def]
+    """TASK_EXTRACTION is off here: the line says so, never "On for this user" beside it."""
+    redis_client.hset(user_key(CONTEXT_PREFIX, USER), "summary", "x")
+    line = re.sub(r"\s+", " ", page(console, f"/console/users/{USER}").split("<dt>Task call</dt>")[1].split("<form")[0])
+    assert "Off for everyone (<code>TASK_EXTRACTION=off</code>)" in line and "On for this user" not in line
+
+
 def test_spoken_and_photo_turns_are_marked(console, redis_client) -> None:  # type: ignore[no-untyped-def]
     now = time.time()
     pairs = [Pair("🎤 book a table for two", "Done.", now, n=1), Pair("[Photo] my dog Rex", "What a dog!", now, n=2)]
