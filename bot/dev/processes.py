@@ -2,7 +2,8 @@
 
 Every process we start inherits ``BOT_PROCESS_TAG`` (a fresh id per run), however deep in
 the tree and even once orphaned, so the run can check at its end that none is left and stop
-those that are. On Linux a direct child can also be told to die with its parent.
+those that are. On Linux a direct child can also be told to die with its parent, and a
+process can watch whether its parent was told to stop (watch_parent: `make run` under make).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
+from pathlib import Path
+from typing import Callable
 
 import psutil
 
@@ -90,3 +94,36 @@ def stop_tagged(tag: str, timeout_s: float = 5.0) -> list[str]:
             continue
     psutil.wait_procs(alive, timeout=timeout_s)
     return names
+
+
+def caught_signals(pid: int) -> int | None:
+    """Return the mask of the signals a process catches (Linux's /proc), or None."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def watch_parent(stop: Callable[[], None], stopping: threading.Event, poll_s: float = 0.5) -> None:
+    """Call stop() once, from a thread, when our parent is told to stop or dies.
+
+    GNU make catches SIGINT and SIGTERM while it runs a recipe. Told to stop by a SIGTERM it
+    passes it on to us; by a SIGINT sent to make alone (not a terminal's Ctrl-C, which
+    reaches the whole group) it tells nobody: it drops its handler and waits for its
+    children, which heard nothing. We see the handler gone in /proc and stop, so make can
+    end too. A parent that dies (SIGKILL) leaves us to init: our parent's PID changes."""
+    parent = os.getppid()
+    first = caught_signals(parent) or 0
+    watched = sum(1 << (sig - 1) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) & first
+
+    def watch() -> None:
+        while not stopping.wait(poll_s):
+            now = caught_signals(parent)
+            if os.getppid() != parent or (watched and now is not None and watched & ~now):
+                stop()
+                return
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()

@@ -12,7 +12,8 @@
 What is in use is printed as one block, then a ready line once everything answers
 (bot/dev/readiness.py). What the CLI needs to reach this bot is written to .run/dev.env.
 Ctrl-C or SIGTERM, also under a pipe (`make run | tee log`), stops everything this started,
-then one goodbye line and exit code 0.
+then one goodbye line and exit code 0; so does a SIGINT or SIGTERM sent to `make` alone (a
+process manager's), or make's death (bot/dev/processes.py watch_parent).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from bot.dev.banner import describe, ready_lines
 from bot.dev.dev_console import DevConsole, dev_console
 from bot.dev.embedded import free_port, port_free, start_redis_server
 from bot.dev.readiness import Expected, wait_ready
-from bot.dev.processes import die_with_parent, ensure_tag, stop_process, stop_tagged
+from bot.dev.processes import die_with_parent, ensure_tag, stop_process, stop_tagged, watch_parent
 from bot.dev.terminal import Foreground
 from bot.exceptions import ConfigError
 from bot.observability.logs import mask_url
@@ -211,6 +212,10 @@ def main() -> int:
             signal.signal(stop_signal, runner.on_signal)
         # Ctrl-Z would stop us alone, out of make's sight: the run stops with Ctrl-C instead.
         signal.signal(signal.SIGTSTP, signal.SIG_IGN)
+        # make told to stop by a signal of its own, or gone: stop everything too (not only
+        # a terminal's Ctrl-C, which reaches us anyway).
+        die_with_parent()
+        watch_parent(lambda: runner.on_signal(signal.SIGTERM, None), runner.stopping)
         try:
             chosen = runner.start(env, settings)
             env.update(chosen)

@@ -201,3 +201,36 @@ def test_ctrl_c_in_a_terminal_ends_make_with_exit_0(tmp_path: Path) -> None:
         os.close(fd)
     assert b"Interrupt" not in output and b"Bye." in output
     assert tagged_processes(tag) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_make_alone_stops_everything_and_keeps_the_data(tmp_path: Path, sig: int) -> None:
+    """A process manager (or `kill`) signals make alone, not its process group: make passes a
+    SIGTERM on, and drops its SIGINT handler without telling anyone; the runner sees either
+    and stops every process it started, keeping the data."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    tag = uuid.uuid4().hex
+    shutil.copy(ROOT / "Procfile", tmp_path / "Procfile")
+    (tmp_path / "Makefile").write_text(f"run:\n\t{sys.executable} -m bot.dev.runner\n")
+    make = subprocess.Popen(["make", "-s", "run"], cwd=tmp_path, env=newcomer_env(tag, WORKER_PROCESSES="2"),
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_up(tmp_path, None)
+        make.send_signal(sig)
+        make.wait(60)
+        deadline = time.monotonic() + 30
+        while tagged_processes(tag) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        if make.poll() is None:
+            make.kill()
+    assert tagged_processes(tag) == []
+    assert (tmp_path / ".run" / "redis" / "dump.rdb").is_file()  # saved on the way out
+
+
+def test_the_makefiles_run_recipe_leaves_make_the_runners_parent() -> None:
+    """No shell between make and the runner (a redirection or a `;` would put one there), so
+    the runner watches make itself (bot/dev/processes.py watch_parent)."""
+    recipe = (ROOT / "Makefile").read_text().split("\nrun:")[1].split("\n\n")[0].splitlines()[1:]
+    assert [line.strip() for line in recipe if line.strip()] == ["$(BIN)/python -m bot.dev.runner"]
