@@ -8,11 +8,21 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
+INSTALL_LOG := .run/install.log
+
+# One line while .venv is built; pip's and setuptools' own output goes to .run/install.log, which
+# the line names (with its last lines) when the install fails (docs/operating.md).
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@mkdir -p .run; start=$$(date +%s); : >$(INSTALL_LOG); \
+	printf 'make: installing the bot into $(VENV) (details in $(INSTALL_LOG)) ... '; \
+	if { test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } >>$(INSTALL_LOG) 2>&1 \
+		&& $(BIN)/python -m pip install --disable-pip-version-check --upgrade pip >>$(INSTALL_LOG) 2>&1 \
+		&& $(BIN)/python -m pip install --disable-pip-version-check -e '.[dev]' >>$(INSTALL_LOG) 2>&1; then \
+		touch $(STAMP); echo "done in $$(( $$(date +%s) - start )) s"; \
+	else \
+		echo "FAILED after $$(( $$(date +%s) - start )) s"; echo "--- last lines of $(INSTALL_LOG):"; \
+		tail -n 15 $(INSTALL_LOG); echo "--- the whole log: $(INSTALL_LOG)"; exit 1; \
+	fi
 
 ## run: the bot (web + worker from the Procfile); embedded Redis and stand-in model when unset
 run: $(STAMP) bytecode
