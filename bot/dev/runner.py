@@ -188,7 +188,7 @@ class Runner:
             web=f"http://127.0.0.1:{env['PORT']}", queue_url=env.get("QUEUE_REDIS_URL") or env["REDIS_URL"],
             workers=int(env["WORKER_PROCESSES"]), console=bool(env.get("ADMIN_TOKEN")), since=self.started,
             embed=f"http://127.0.0.1:{env.get('EMBEDDING_PORT', settings.EMBEDDING_PORT)}"
-            if settings.embedding_local else None,
+            if settings.local_embed_process else None,
         )
         left = wait_ready(expected, self.stopping)
         if left == ["stopping"]:

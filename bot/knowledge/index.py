@@ -15,7 +15,10 @@ With chunk vectors of the current model (EMBEDDING_MODEL), the cosine ranking is
 with BM25's by reciprocal rank (k = 60). Each hit keeps its margin: its cosine over the
 question's mean cosine with passages about nothing the business does
 (bot/llm/anchors.py), the dense half of the gate for "nothing relevant"
-(docs/semantic.md). Vectors of another model are left out, never compared.
+(docs/semantic.md). With the gate model's vectors too (EMBEDDING_GATE_MODEL), its ranking
+joins the fusion (weighted, GATED_WEIGHTS) and both models' best margins say whether the
+message is about the business at all (gate.py). Vectors of another model are left out,
+never compared.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 import Stemmer
 
-from bot.config.knowledge import LANGUAGES, RRF_K
+from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
+from bot.config.knowledge import GATED_RRF_K, GATED_WEIGHTS, LANGUAGES, RRF_K
+from bot.knowledge.gate import Gate, decide
 from bot.storage.knowledge import StoredChunk
 
 if TYPE_CHECKING:
@@ -139,6 +144,27 @@ class Hit:
     vector_rank: int | None = None
     margin: float | None = None  # the cosine over the question's mean cosine with the anchors
     fused: float = 0.0  # reciprocal rank fusion's score (the order of the hits)
+    gate_similarity: float | None = None  # the gate model's cosine (with its vectors)
+    gate_rank: int | None = None
+    gate_margin: float | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    """The hits for a question, best first, and the gate's decision on it."""
+
+    hits: list[Hit]
+    gate: Gate
+
+
+@dataclass(frozen=True)
+class _Dense:
+    """One model's ranking of the chunks for a question: rank, cosine, margin by position."""
+
+    rank: dict[int, int]
+    similarity: dict[int, float]
+    margin: dict[int, float]
+    best_margin: float
 
 
 @dataclass
@@ -161,11 +187,12 @@ class KnowledgeIndex:
 
     def __init__(
         self, version: str, chunks: Sequence[StoredChunk], default_language: str | None = None, model: str = "",
-        anchors: Sequence[tuple[bytes, str]] = (),
+        anchors: Sequence[tuple[bytes, str]] = (), gate_model: str = "",
     ) -> None:
         started = time.perf_counter()
         self.version = version
         self.model = model  # the embedding model whose vectors are searched ("" for none)
+        self.gate_model = gate_model  # the gate model's ("" for none)
         self.chunks = list(chunks)
         self.default_language = default_language
         groups: dict[str | None, list[int]] = {}
@@ -174,8 +201,10 @@ class KnowledgeIndex:
                 groups.setdefault(language, []).append(position)
         self.languages = {lang: self._build(lang, positions) for lang, positions in groups.items()}
 
-        self.vectors, self.vector_positions = self._vectors()
-        self.anchors = self._anchors(anchors)
+        self.vectors, self.vector_positions = self._vectors(model)
+        self.anchors = self._anchors(anchors, model, self.vectors)
+        self.gate_vectors, self.gate_positions = self._vectors(gate_model) if model else (None, np.zeros(0, np.int64))
+        self.gate_anchors = self._anchors(anchors, gate_model, self.gate_vectors)
         self.build_s = time.perf_counter() - started
 
     def _languages_of(self, chunk: StoredChunk) -> list[str | None]:
@@ -198,14 +227,17 @@ class KnowledgeIndex:
         # asks for something the documents may not cover.
         return _Language(tokenizer, positions, bm25, idf, max(idf.values(), default=0.0))
 
-    def _vectors(self) -> tuple[np.ndarray | None, np.ndarray]:
-        """Return the normalized vectors of the chunks embedded by the current model (one
-        row each), and the chunk position of each row; (None, []) when there are none."""
+    def _vectors(self, model: str) -> tuple[np.ndarray | None, np.ndarray]:
+        """Return the normalized vectors of the chunks embedded by a model (one row each), and
+        the chunk position of each row; (None, []) when there are none."""
         rows, positions = [], []
         for position, chunk in enumerate(self.chunks):
-            if chunk.vector is None or not self.model or chunk.vector_model != self.model:
+            vector = chunk.vectors.get(model) if model else None
+            if vector is None and model and chunk.vector_model == model:
+                vector = chunk.vector
+            if vector is None:
                 continue
-            rows.append(np.frombuffer(chunk.vector, dtype=np.float32))
+            rows.append(np.frombuffer(vector, dtype=np.float32))
             positions.append(position)
         width = Counter(row.shape[0] for row in rows).most_common(1)
         if not width:
@@ -213,13 +245,19 @@ class KnowledgeIndex:
         keep = [i for i, row in enumerate(rows) if row.shape[0] == width[0][0]]
         return unit_rows(np.vstack([rows[i] for i in keep])), np.array([positions[i] for i in keep], dtype=np.int64)
 
-    def _anchors(self, anchors: Sequence[tuple[bytes, str]]) -> np.ndarray | None:
-        """Return the baseline passages' normalized vectors of the current model, or None."""
-        if self.vectors is None:
+    @staticmethod
+    def _anchors(anchors: Sequence[tuple[bytes, str]], model: str, vectors: np.ndarray | None) -> np.ndarray | None:
+        """Return the baseline passages' normalized vectors of a model, or None."""
+        if vectors is None:
             return None
-        rows = [np.frombuffer(v, dtype=np.float32) for v, model in anchors if model == self.model]
-        rows = [row for row in rows if row.shape[0] == self.vectors.shape[1]]
+        rows = [np.frombuffer(v, dtype=np.float32) for v, m in anchors if m == model]
+        rows = [row for row in rows if row.shape[0] == vectors.shape[1]]
         return unit_rows(np.vstack(rows)) if rows else None
+
+    @property
+    def has_gate(self) -> bool:
+        """True when the gate model's vectors and anchors are here (documents embedded by it)."""
+        return self.gate_vectors is not None and self.gate_anchors is not None
 
     @property
     def has_vectors(self) -> bool:
@@ -270,55 +308,85 @@ class KnowledgeIndex:
         return positions, coverage, score
 
     def search(
-        self, question: str, limit: int = 10, question_vector: bytes | Callable[[], bytes | None] | None = None
+        self, question: str, limit: int = 10, question_vector: bytes | Callable[[], bytes | None] | None = None,
+        gate_vector: bytes | Callable[[], bytes | None] | None = None,
     ) -> list[Hit]:
-        """Return the best chunks for a question, best first: BM25 alone, or fused with the
-        vector ranking by reciprocal rank when the question's vector is given (or a callable
-        that returns it, read after BM25 has run: the embedding works meanwhile)."""
+        """Return the best chunks for a question, best first (find's hits)."""
+        return self.find(question, limit, question_vector, gate_vector).hits
+
+    def _dense(self, vectors: np.ndarray | None, positions: np.ndarray, anchors: np.ndarray | None,
+               vector: bytes | None) -> _Dense | None:
+        """Return one model's ranking for a question's vector (None without one, or its vectors)."""
+        if vector is None or vectors is None:
+            return None
+        query = np.frombuffer(vector, dtype=np.float32)
+        if query.shape[0] != vectors.shape[1] or np.linalg.norm(query) == 0:
+            return None
+        query = query / np.linalg.norm(query)
+        sims = vectors @ query
+        # The question's mean cosine with passages about nothing the business does
+        # (bot/llm/anchors.py); with none stored, with every chunk.
+        baseline = float((anchors @ query).mean() if anchors is not None else sims.mean())
+        depth = min(FUSION_DEPTH, len(sims))
+        top = np.argpartition(-sims, depth - 1)[:depth]
+        order = top[np.argsort(-sims[top], kind="stable")]
+        dense = _Dense({}, {}, {}, float(sims[order[0]]) - baseline)
+        for rank, row in enumerate(order, start=1):
+            position = int(positions[row])
+            dense.rank[position] = rank
+            dense.similarity[position] = float(sims[row])
+            dense.margin[position] = float(sims[row]) - baseline
+        return dense
+
+    def find(
+        self, question: str, limit: int = 10, question_vector: bytes | Callable[[], bytes | None] | None = None,
+        gate_vector: bytes | Callable[[], bytes | None] | None = None,
+    ) -> Found:
+        """Return the best chunks for a question, best first, and the gate's decision: BM25
+        alone, or fused by reciprocal rank with the vector rankings when the question's
+        vectors are given (or callables that return them, read after BM25 has run: the
+        embeddings work meanwhile)."""
         positions, coverage, score = self.lexical(question)
         if callable(question_vector):
             question_vector = question_vector() if self.vectors is not None else None
+        if callable(gate_vector):
+            gate_vector = gate_vector() if self.has_gate and question_vector is not None else None
         ranked = positions[np.lexsort((positions, -score))]  # best first; a tie by position
         bm25_rank = {int(p): rank for rank, p in enumerate(ranked[:FUSION_DEPTH].tolist(), start=1)}
         lexical_at = np.full(len(self.chunks), -1, dtype=np.int64)  # chunk position -> its row above
         lexical_at[positions] = np.arange(len(positions))
-        similarity: dict[int, float] = {}
-        vector_rank: dict[int, int] = {}
-        margin: dict[int, float] = {}
-        if question_vector is not None and self.vectors is not None:
-            query = np.frombuffer(question_vector, dtype=np.float32)
-            if query.shape[0] == self.vectors.shape[1] and np.linalg.norm(query) > 0:
-                query = query / np.linalg.norm(query)
-                sims = self.vectors @ query
-                # The question's mean cosine with passages about nothing the business does
-                # (bot/llm/anchors.py); with none stored, with every chunk.
-                baseline = float((self.anchors @ query).mean() if self.anchors is not None else sims.mean())
-                depth = min(FUSION_DEPTH, len(sims))
-                top = np.argpartition(-sims, depth - 1)[:depth]
-                order = top[np.argsort(-sims[top], kind="stable")]
-                for rank, row in enumerate(order, start=1):
-                    position = int(self.vector_positions[row])
-                    vector_rank[position] = rank
-                    similarity[position] = float(sims[row])
-                    margin[position] = float(sims[row]) - baseline
+        empty = _Dense({}, {}, {}, 0.0)
+        dense = self._dense(self.vectors, self.vector_positions, self.anchors, question_vector)
+        gated = self._dense(self.gate_vectors, self.gate_positions, self.gate_anchors,
+                            gate_vector if self.has_gate else None) if dense is not None else None
+        vector, gate = dense or empty, gated or empty
+        found_by_vectors = vector.rank.keys() | gate.rank.keys()
         # a chunk the vectors found below BM25's first FUSION_DEPTH still has its BM25 rank
-        if vector_rank.keys() - bm25_rank.keys() and len(ranked) > FUSION_DEPTH:
+        if found_by_vectors - bm25_rank.keys() and len(ranked) > FUSION_DEPTH:
             rank_of = np.zeros(len(self.chunks), dtype=np.int64)
             rank_of[ranked] = np.arange(1, len(ranked) + 1)
-            bm25_rank.update({p: int(rank_of[p]) for p in vector_rank if p not in bm25_rank and rank_of[p]})
-        candidates = set(ranked[:FUSION_DEPTH].tolist()) | set(vector_rank)
+            bm25_rank.update({p: int(rank_of[p]) for p in found_by_vectors if p not in bm25_rank and rank_of[p]})
+        candidates = set(ranked[:FUSION_DEPTH].tolist()) | found_by_vectors
+        if gated is not None:  # three rankings, weighted (docs/semantic.md)
+            k, rankings = GATED_RRF_K, ((GATED_WEIGHTS["bm25"], bm25_rank), (GATED_WEIGHTS["vector"], vector.rank),
+                                        (GATED_WEIGHTS["gate"], gate.rank))
+        else:
+            k, rankings = RRF_K, ((1.0, bm25_rank), (1.0, vector.rank))
 
         def fused(p: int) -> float:
-            return sum(1.0 / (RRF_K + r[p]) for r in (bm25_rank, vector_rank) if p in r)
+            return sum(weight / (k + r[p]) for weight, r in rankings if p in r)
 
         def words(p: int) -> tuple[float, float]:
             at = lexical_at[p]
             return (0.0, 0.0) if at < 0 else (float(coverage[at]), float(score[at]))
 
         hits = [
-            Hit(self.chunks[p], *words(p), bm25_rank.get(p), similarity.get(p), vector_rank.get(p), margin.get(p),
-                fused(p))
+            Hit(self.chunks[p], *words(p), bm25_rank.get(p), vector.similarity.get(p), vector.rank.get(p),
+                vector.margin.get(p), fused(p), gate.similarity.get(p), gate.rank.get(p), gate.margin.get(p))
             for p in candidates
         ]
         hits.sort(key=lambda h: (-h.fused, -h.score, h.chunk.id))
-        return hits[:limit]
+        best_words = float(score.max()) if len(score) else None
+        decision = decide(dense.best_margin if dense else None, gated.best_margin if gated else None, best_words,
+                          paired=self.model == LOCAL_EMBEDDING_MODEL)
+        return Found(hits[:limit], decision)

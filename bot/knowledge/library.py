@@ -21,12 +21,12 @@ import structlog
 from bot.config import Settings
 from bot.config.knowledge import LANGUAGES
 from bot.exceptions import BotError, LLMUnavailable
-from bot.llm.anchors import anchor_vectors
-from bot.knowledge.chunking import Chunk, chunk_document
+from bot.llm.anchors import ANCHORS, anchor_vectors
+from bot.knowledge.chunking import chunk_document
 from bot.knowledge.extract import ExtractionError, extract, kind_of
 from bot.llm.embeddings import Embedder
 from bot.llm.tokens import TokenCounter
-from bot.storage.knowledge import DocRecord, KnowledgeStore, StoredChunk, chunk_json, vector_text
+from bot.storage.knowledge import DocRecord, KnowledgeStore, StoredChunk, chunk_json, vector_text, vectors_text
 
 log = structlog.get_logger(__name__)
 
@@ -76,16 +76,29 @@ def check_language(language: str | None) -> str | None:
     return ",".join(codes)
 
 
+def stored_size(record: DocRecord, chunks: list[str], vectors: list[str] | None) -> int:
+    """Return what a document takes in Redis: its record, its chunks and their vectors."""
+    size = len(record.to_json().encode()) + 16 + sum(len(c.encode()) + len(record.id) + 6 for c in chunks)
+    return size + sum(len(v) + len(record.id) + 6 for v in vectors or [])
+
+
 class Library:
     """Add, replace, list and remove the knowledge base's documents."""
 
     def __init__(
-        self, store: KnowledgeStore, counter: TokenCounter, settings: Settings, embedder: Embedder | None = None
+        self, store: KnowledgeStore, counter: TokenCounter, settings: Settings, embedder: Embedder | None = None,
+        gate: Embedder | None = None,
     ) -> None:
         self.store = store
         self.counter = counter
         self.settings = settings
         self.embedder = embedder
+        self.gate = gate if embedder is not None else None  # the gate model's vectors go beside the ranking model's
+
+    @property
+    def models(self) -> tuple[str, str]:
+        """Return the ranking and the gate model a document's vectors come from now."""
+        return (self.embedder.model if self.embedder else "", self.gate.model if self.gate else "")
 
     def documents(self) -> list[DocRecord]:
         """Return every document, by id."""
@@ -157,12 +170,12 @@ class Library:
         if language is None and existing is not None:
             language = existing.language  # re-adding without --language keeps the document's
         sha = hashlib.sha256(data).hexdigest()
-        model = self.embedder.model if self.embedder else ""
-        if existing and existing.sha256 == sha and existing.embedding_model == model and existing.title == title \
-                and existing.language == language:
+        model, gate_model = self.models
+        if existing and existing.sha256 == sha and (existing.embedding_model, existing.gate_model) == self.models \
+                and existing.title == title and existing.language == language:
             return AddResult("unchanged", existing)
         stored = [chunk_json(c.text, c.tokens) for c in chunks]
-        vectors = self._embed(name, chunks)
+        vectors, gate_model = self._embed(name, [c.text for c in chunks])
         if vectors is None:
             model = ""  # no vectors: a later add or `kb reembed` embeds it
         else:
@@ -171,9 +184,9 @@ class Library:
         record = DocRecord(
             id=doc_id, title=title, source=source, kind=kind, language=language, sha256=sha, chunks=len(chunks),
             bytes=0, added_at=existing.added_at if existing else now, updated_at=now, embedding_model=model,
+            gate_model=gate_model,
         )
-        size = len(record.to_json().encode()) + 16 + sum(len(c.encode()) + len(doc_id) + 6 for c in stored)
-        size += sum(len(v) + len(doc_id) + 6 for v in vectors or [])
+        size = stored_size(record, stored, vectors)
         record = replace(record, bytes=size)
         result = self.store.put(record, stored, vectors, max_chunks=self.settings.KNOWLEDGE_MAX_CHUNKS,
                                 max_bytes=self.settings.KNOWLEDGE_MAX_BYTES)
@@ -209,28 +222,30 @@ class Library:
         return candidate
 
     def reembed(self, actor: str = "cli", force: bool = False) -> dict[str, int]:
-        """Embed again, with the current model, every document whose vectors came from another
-        model or are missing (all of them with force), and the gate's baseline passages.
-        Returns how many documents were re-embedded, and how many were already current."""
+        """Embed again, with the current models (ranking and gate), every document whose
+        vectors came from other models or are missing (all of them with force), and the gate's
+        baseline passages. Returns how many documents were re-embedded, and how many were
+        already current."""
         if self.embedder is None:
             raise KnowledgeError("EMBEDDING_MODEL=off: there is no model to embed with")
         model, done, current = self.embedder.model, 0, 0
         self._ensure_anchors(force=force)
         for doc in self.documents():
-            if doc.embedding_model == model and not force:
+            if (doc.embedding_model, doc.gate_model) == self.models and not force:
                 current += 1
                 continue
             stored = self.store.document_chunks(doc)
             try:
-                vectors = self.embedder.embed([c.text for c in stored], deadline_s=EMBED_DEADLINE_S,
-                                              purpose="knowledge_index")
-            except LLMUnavailable as err:
-                raise KnowledgeError(f"{doc.id}: the embeddings failed ({err}); {done} re-embedded so far") from err
-            texts = [vector_text(v, model) for v in vectors]
-            # vectors of the same size replace the old ones; a document without any gains them
-            size = doc.bytes if doc.embedding_model else doc.bytes + sum(len(t) + len(doc.id) + 6 for t in texts)
-            record = replace(doc, embedding_model=model, updated_at=time.time(), bytes=size)
-            result = self.store.put(record, [chunk_json(c.text, c.tokens) for c in stored], texts,
+                texts, gate_model = self._embed(doc.id, [c.text for c in stored], strict=True)
+            except KnowledgeError as err:
+                raise KnowledgeError(f"{err}; {done} re-embedded so far") from err
+            assert texts is not None
+            if self.gate is not None and not gate_model:
+                raise KnowledgeError(f"{doc.id}: the gate model's embeddings failed; {done} re-embedded so far")
+            record = replace(doc, embedding_model=model, gate_model=gate_model, updated_at=time.time())
+            chunks = [chunk_json(c.text, c.tokens) for c in stored]
+            record = replace(record, bytes=stored_size(record, chunks, texts))  # the vectors as they are now
+            result = self.store.put(record, chunks, texts,
                                     max_chunks=self.settings.KNOWLEDGE_MAX_CHUNKS,
                                     max_bytes=self.settings.KNOWLEDGE_MAX_BYTES)
             if result.status not in ("stored", "unchanged"):
@@ -243,23 +258,43 @@ class Library:
 
     def _ensure_anchors(self, force: bool = False) -> None:
         """Embed the dense gate's baseline passages (bot/llm/anchors.py) once per model."""
-        if self.embedder is None or (self.store.anchors_model() == self.embedder.model and not force):
+        if self.embedder is None:
+            return
+        wanted = "+".join(m for m in self.models if m)
+        if self.store.anchors_model() == wanted and not force:
             return
         try:
-            vectors = anchor_vectors(self.embedder, EMBED_DEADLINE_S)
+            every = {self.embedder.model: anchor_vectors(self.embedder, EMBED_DEADLINE_S)}
+            if self.gate is not None:
+                every[self.gate.model] = anchor_vectors(self.gate, EMBED_DEADLINE_S)
         except LLMUnavailable:
             return  # logged by the embedder; the next document (or `kb reembed`) tries again
-        self.store.put_anchors([vector_text(v, self.embedder.model) for v in vectors])
+        self.store.put_anchors([vectors_text({m: vs[i] for m, vs in every.items()}) for i in range(len(ANCHORS))])
 
-    def _embed(self, name: str, chunks: list[Chunk]) -> list[str] | None:
-        """Return the chunks' vectors as stored, or None without embeddings."""
+    def _embed(self, name: str, texts: list[str], strict: bool = False) -> tuple[list[str] | None, str]:
+        """Return the chunks' vectors as stored (the ranking model's, and the gate model's
+        beside them when it answered) and the gate model's name ("" without its vectors);
+        (None, "") without embeddings. strict: a failure of the ranking model raises."""
         if self.embedder is None:
-            return None
+            return None, ""
         try:
-            vectors = self.embedder.embed([c.text for c in chunks], deadline_s=EMBED_DEADLINE_S, purpose="knowledge_index")
+            ranked = self.embedder.embed(texts, deadline_s=EMBED_DEADLINE_S, purpose="knowledge_index")
         except LLMUnavailable as err:
+            if strict:
+                raise KnowledgeError(f"{name}: the embeddings failed ({err})") from err
             # Words still find it; `kb reembed` adds the vectors once the model answers.
             log.warning("knowledge.stored_without_vectors", document=name, model=self.embedder.model,
                         error=str(err)[:200], detail="found by words alone until `kb reembed`")
-            return None
-        return [vector_text(v, self.embedder.model) for v in vectors]
+            return None, ""
+        gated: list[bytes] | None = None
+        if self.gate is not None:
+            try:
+                gated = self.gate.embed(texts, deadline_s=EMBED_DEADLINE_S, purpose="knowledge_index")
+            except LLMUnavailable as err:  # ranked by the other model meanwhile; `kb reembed` adds them
+                log.warning("knowledge.stored_without_gate_vectors", document=name, model=self.gate.model,
+                            error=str(err)[:200], detail="gated hit by hit until `kb reembed`")
+        if gated is None:
+            return [vector_text(v, self.embedder.model) for v in ranked], ""
+        assert self.gate is not None
+        return [vectors_text({self.embedder.model: r, self.gate.model: g}) for r, g in zip(ranked, gated)], \
+            self.gate.model

@@ -2,8 +2,11 @@
 fenced REFERENCE (advisory) block that carries them.
 
 The best hits in order, while the block stays within its token share; the last one that
-does not fit whole is cut at a sentence. A hit is picked only through the gate for
-"nothing relevant" (docs/semantic.md). By words alone (no vectors, or the message's
+does not fit whole is cut at a sentence. With the gate model (gate.py), the message is
+judged once: about the business, it gets its best passages even when none is certain to
+answer (the prompt tells the model to use one only where it answers); not about it, none.
+Without it, a hit is picked only through the gate for "nothing relevant"
+(docs/semantic.md). By words alone (no vectors, or the message's
 embedding failed): its words cover KNOWLEDGE_MIN_SCORE of the question. With its margin
 (its cosine over the question's mean cosine with passages about nothing the business
 does): its words cover HYBRID_MIN_SCORE, or its meaning stands KNOWLEDGE_MIN_MARGIN out, or
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.config.knowledge import AGREE_MARGIN, AGREE_SCORE, HYBRID_MIN_SCORE
+from bot.knowledge.gate import BUSINESS, BY_HIT, NOT_BUSINESS, Gate
 from bot.knowledge.index import Hit
 from bot.llm.tokens import TokenCounter
 from bot.llm.fence import REFERENCE_HEADER, fenced, inert
@@ -49,7 +53,7 @@ class Considered:
     """A hit and why it was or was not picked."""
 
     hit: Hit
-    reason: str  # picked, cut_to_fit, below_min_score, over_budget, past_top_k
+    reason: str  # picked, cut_to_fit, below_min_score, not_business, over_budget, past_top_k
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Reference:
     block: str = ""
     tokens: int = 0
     embedded: bool = False  # the question's vector took part (fused with BM25)
+    gate: Gate | None = None  # is the message about the business (None: not asked)
 
     @property
     def hit(self) -> bool:
@@ -75,6 +80,7 @@ class Reference:
             "query": self.query,
             "version": self.version,
             "embedded": self.embedded,
+            "gate": self.gate.to_public() if self.gate is not None else None,
             "tokens": self.tokens,
             "injected": [
                 {"chunk": p.hit.chunk.id, "title": p.hit.chunk.title, "tokens": p.tokens, "cut": p.cut, "text": p.text}
@@ -91,6 +97,9 @@ class Reference:
                     "similarity": None if c.hit.similarity is None else round(c.hit.similarity, 3),
                     "vector_rank": c.hit.vector_rank,
                     "margin": None if c.hit.margin is None else round(c.hit.margin, 3),
+                    "gate_similarity": None if c.hit.gate_similarity is None else round(c.hit.gate_similarity, 3),
+                    "gate_rank": c.hit.gate_rank,
+                    "gate_margin": None if c.hit.gate_margin is None else round(c.hit.gate_margin, 3),
                     "fused": round(c.hit.fused, 5),
                 }
                 for c in self.considered
@@ -140,14 +149,21 @@ class Limits:
     agree_score: float = AGREE_SCORE
 
 
-def pick(hits: list[Hit], counter: TokenCounter, limits: Limits) -> tuple[list[Picked], list[Considered]]:
-    """Pick the best eligible hits in order while the block stays within its tokens."""
+def pick(
+    hits: list[Hit], counter: TokenCounter, limits: Limits, gate: Gate | None = None
+) -> tuple[list[Picked], list[Considered]]:
+    """Pick the best eligible hits in order while the block stays within its tokens: every
+    hit of a message about the business, none of one that is not, else hit by hit."""
     picked: list[Picked] = []
     considered: list[Considered] = []
     frame = counter.message_cost("system", render_reference([""]))
     used = frame
+    decision = gate.decision if gate is not None else BY_HIT
     for hit in hits:
-        if not eligible(hit, limits):
+        if decision == NOT_BUSINESS:
+            considered.append(Considered(hit, "not_business"))
+            continue
+        if decision != BUSINESS and not eligible(hit, limits):
             considered.append(Considered(hit, "below_min_score"))
             continue
         if len(picked) >= limits.top_k:
@@ -172,13 +188,14 @@ def pick(hits: list[Hit], counter: TokenCounter, limits: Limits) -> tuple[list[P
 
 
 def build_reference(
-    query: str, version: str, hits: list[Hit], counter: TokenCounter, limits: Limits, embedded: bool = False
+    query: str, version: str, hits: list[Hit], counter: TokenCounter, limits: Limits, embedded: bool = False,
+    gate: Gate | None = None,
 ) -> Reference:
     """Return the reference for a question: the picked chunks, the reasons and the block."""
-    picked, considered = pick(hits, counter, limits)
+    picked, considered = pick(hits, counter, limits, gate)
     block = render_reference([p.text for p in picked])
     tokens = counter.message_cost("system", block) if block else 0
-    return Reference(query, version, picked, considered, block, tokens, embedded)
+    return Reference(query, version, picked, considered, block, tokens, embedded, gate)
 
 
 def shrink(reference: Reference, counter: TokenCounter, max_tokens: int) -> Reference:
@@ -189,7 +206,8 @@ def shrink(reference: Reference, counter: TokenCounter, max_tokens: int) -> Refe
     none = float("-inf")  # the hits went through the gate already
     limits = Limits(max_tokens, min_score=none, min_margin=none, top_k=len(hits), hybrid_min_score=none,
                     agree_margin=none, agree_score=none)
-    return build_reference(reference.query, reference.version, hits, counter, limits, reference.embedded)
+    return build_reference(reference.query, reference.version, hits, counter, limits, reference.embedded,
+                           reference.gate)
 
 
 def reference_section(reference: Reference, counter: TokenCounter) -> Section:

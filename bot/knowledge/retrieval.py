@@ -35,12 +35,14 @@ class Retriever:
     """Search the knowledge base for a question, from an index kept per process and version."""
 
     def __init__(
-        self, store: KnowledgeStore, counter: TokenCounter, settings: Settings, embedder: Embedder | None = None
+        self, store: KnowledgeStore, counter: TokenCounter, settings: Settings, embedder: Embedder | None = None,
+        gate: Embedder | None = None,
     ) -> None:
         self.store = store
         self.counter = counter
         self.settings = settings
         self.embedder = embedder
+        self.gate = gate if embedder is not None else None  # the gate model (bot/knowledge/gate.py)
         self.limits = Limits(settings.KNOWLEDGE_MAX_TOKENS, settings.KNOWLEDGE_MIN_SCORE,
                              settings.KNOWLEDGE_MIN_MARGIN, KNOWLEDGE_TOP_K)
         self._index: KnowledgeIndex | None = None
@@ -67,42 +69,51 @@ class Retriever:
             snapshot = self.store.snapshot(vectors=self.embedder is not None)
             index = KnowledgeIndex(snapshot.version, snapshot.chunks, self.settings.KNOWLEDGE_LANGUAGE,
                                    model=self.embedder.model if self.embedder is not None else "",
-                                   anchors=snapshot.anchors)
+                                   anchors=snapshot.anchors, gate_model=self.gate.model if self.gate else "")
             self._index = index
             elapsed = time.perf_counter() - started
         KNOWLEDGE_INDEX_BUILD_SECONDS.observe(elapsed)
         KNOWLEDGE_INDEX_VERSION.labels(index="knowledge").set(int(index.version) if index.version.isdigit() else 0)
         log.info("knowledge.index_built", version=index.version, chunks=len(index),
-                 vectors=len(index.vector_positions), ms=round(elapsed * 1000, 1))
+                 vectors=len(index.vector_positions), gate_vectors=len(index.gate_positions),
+                 ms=round(elapsed * 1000, 1))
         if self.embedder is not None and index.missing_vectors:
             log.warning("knowledge.vectors_missing", chunks=index.missing_vectors, model=self.embedder.model,
                         detail="these chunks are found by words alone until `kb reembed`")
         return index
 
-    def question_vector(self, index: KnowledgeIndex, question: str, deadline_s: float) -> bytes | None:
-        """Return the question's vector, asked for now (previews, the eval), or None."""
-        if self.embedder is None or not index.has_vectors or deadline_s <= 0.05:
+    def question_vector(self, index: KnowledgeIndex, question: str, deadline_s: float,
+                        gate: bool = False) -> bytes | None:
+        """Return the question's vector (the gate model's with gate), asked for now
+        (previews, the eval), or None."""
+        embedder = self.gate if gate else self.embedder
+        ready = index.has_gate if gate else index.has_vectors
+        if embedder is None or not ready or deadline_s <= 0.05:
             return None
         try:
-            return self.embedder.query(question, deadline_s=deadline_s, purpose="knowledge")
+            return embedder.query(question, deadline_s=deadline_s, purpose="knowledge")
         except LLMUnavailable as err:
-            log.warning("knowledge.embedding_failed", error=str(err)[:200])
+            log.warning("knowledge.embedding_failed", model=embedder.model, error=str(err)[:200])
             return None
 
     def search(
         self, question: str, index: KnowledgeIndex, deadline_s: float | None = None,
-        vector: Callable[[], bytes | None] | None = None,
+        vector: Callable[[], bytes | None] | None = None, gate_vector: Callable[[], bytes | None] | None = None,
     ) -> Reference:
         """Return what would be injected for a question, and why each hit was or was not.
-        `vector` gives the question's vector (the turn's, read after BM25); without it the
-        question is embedded here, within deadline_s."""
+        `vector` and `gate_vector` give the question's vectors (the turn's, read after BM25);
+        without them the question is embedded here, within deadline_s."""
         if vector is None:
             budget = self.settings.EMBEDDING_DEADLINE_S if deadline_s is None else min(
                 self.settings.EMBEDDING_DEADLINE_S, deadline_s)
             vector = lambda: self.question_vector(index, question, budget)  # noqa: E731 (read after BM25)
-        hits = index.search(question, limit=CONSIDERED, question_vector=vector)
-        embedded = any(h.margin is not None for h in hits)
-        return build_reference(question, index.version, hits, self.counter, self.limits, embedded=embedded)
+            if gate_vector is None:
+                gate_vector = lambda: self.question_vector(index, question, budget, gate=True)  # noqa: E731
+        found = index.find(question, limit=CONSIDERED, question_vector=vector, gate_vector=gate_vector)
+        embedded = any(h.margin is not None for h in found.hits)
+        gate = found.gate if embedded else None
+        return build_reference(question, index.version, found.hits, self.counter, self.limits, embedded=embedded,
+                               gate=gate)
 
     def preview(self, question: str) -> Reference:
         """Return what a message would get now (the operator's `kb search` and previews)."""

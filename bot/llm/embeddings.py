@@ -120,10 +120,14 @@ class Breaker:
 class Embedder:
     """Embed texts with one model; every failure becomes LLMUnavailable."""
 
-    def __init__(self, client: openai.OpenAI, model: str, *, asymmetric: bool = False, max_chars: int = 1500) -> None:
+    def __init__(
+        self, client: openai.OpenAI, model: str, *, asymmetric: bool = False, local: bool = False,
+        max_chars: int = 1500,
+    ) -> None:
         self.client = client
         self.model = model
         self.asymmetric = asymmetric  # send e5's query/passage as input_type
+        self.local = local  # our `embed` process: passages say they may wait behind messages
         self.max_chars = max_chars
         self.breaker = Breaker()  # the message path's, per process
 
@@ -134,7 +138,9 @@ class Embedder:
         vectors: list[bytes] = []
         started = time.perf_counter()
         deadline = time.monotonic() + deadline_s
-        extra = {"input_type": kind} if self.asymmetric else None
+        extra: dict[str, str] = {"input_type": kind} if self.asymmetric else {}
+        if self.local and kind == "passage":  # chunks, facts, anchors: after any message (docs/semantic.md)
+            extra["priority"] = "background"
         import openai  # loaded with the client, at its first call (bot/llm/sdk.py)
 
         for start in range(0, len(texts), BATCH):
@@ -144,7 +150,7 @@ class Embedder:
                 raise LLMUnavailable("no time left for the embeddings")
             try:
                 response = run_with_deadline(lambda: self.client.embeddings.create(
-                    model=self.model, input=batch, extra_body=extra, timeout=budget), budget)
+                    model=self.model, input=batch, extra_body=extra or None, timeout=budget), budget)
             except DeadlineExceeded:
                 self._failed(purpose, "timeout", started)
                 raise LLMUnavailable("embeddings: timeout") from None
@@ -179,7 +185,18 @@ def make_embedder(settings: Settings) -> Embedder | None:
                          max_connections=200, max_keepalive=50, nodelay=True)
     # The local model's server takes e5's prefixes (wherever it is served, tests included).
     asymmetric = settings.EMBEDDING_MODEL == LOCAL_EMBEDDING_MODEL
-    return Embedder(client, settings.EMBEDDING_MODEL, asymmetric=asymmetric, max_chars=settings.EMBEDDING_MAX_CHARS)
+    return Embedder(client, settings.EMBEDDING_MODEL, asymmetric=asymmetric, local=asymmetric,
+                    max_chars=settings.EMBEDDING_MAX_CHARS)
+
+
+def make_gate_embedder(settings: Settings) -> Embedder | None:
+    """Build the gate model's embedder (None when it or embeddings are off): always our local
+    `embed` process's USE v3, whatever model ranks (docs/semantic.md)."""
+    if not settings.gate_on:
+        return None
+    client = lazy_client(api_key="local", base_url=settings.gate_base_url, timeout=settings.EMBEDDING_DEADLINE_S,
+                         max_retries=1, max_connections=200, max_keepalive=50, nodelay=True)
+    return Embedder(client, settings.EMBEDDING_GATE_MODEL, local=True, max_chars=settings.EMBEDDING_MAX_CHARS)
 
 
 class MessageVector:
@@ -191,8 +208,9 @@ class MessageVector:
     reader then falls back to words.
     """
 
-    def __init__(self, embedder: Embedder, text: str, deadline_s: float) -> None:
+    def __init__(self, embedder: Embedder, text: str, deadline_s: float, counted: bool = True) -> None:
         self.model = embedder.model
+        self.counted = counted  # the ranking model's is bot_message_embeddings_total; the gate's is not
         self.breaker = embedder.breaker
         self.deadline = time.monotonic() + deadline_s
         self._started = time.perf_counter()
@@ -206,17 +224,20 @@ class MessageVector:
             return self._vector
         try:
             self._vector = self._future.result(timeout=max(0.0, self.deadline - time.monotonic()))
-            MESSAGE_EMBEDDINGS.labels(outcome="ok").inc()
+            if self.counted:
+                MESSAGE_EMBEDDINGS.labels(outcome="ok").inc()
             self.breaker.record(ok=True)
         except FutureTimeout:
             self.breaker.record(ok=False)
             self._future.cancel()
-            MESSAGE_EMBEDDINGS.labels(outcome="timeout").inc()
+            if self.counted:
+                MESSAGE_EMBEDDINGS.labels(outcome="timeout").inc()
             log.warning("embeddings.message_fallback", reason="timeout", model=self.model,
                         waited_ms=round((time.perf_counter() - self._started) * 1000, 1))
         except LLMUnavailable as err:
             self.breaker.record(ok=False)
-            MESSAGE_EMBEDDINGS.labels(outcome="failed").inc()
+            if self.counted:
+                MESSAGE_EMBEDDINGS.labels(outcome="failed").inc()
             log.warning("embeddings.message_fallback", reason="failed", model=self.model, error=str(err)[:200])
         self._settled = True
         return self._vector

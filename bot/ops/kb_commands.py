@@ -108,8 +108,14 @@ def print_reference(reference: Reference) -> None:
     """Print a retrieval: what is injected, then why each hit was or was not."""
     report = reference.to_public()
     mode = "BM25 + embeddings" if reference.embedded else "BM25"
+    gate = reference.gate
+    if gate is not None and gate.gate_margin is not None:
+        mode = "BM25 + both models"
+        print(f"gate: {gate.decision} ({gate.reason})")
     if not reference.picked:
-        print(f"nothing injected (version {reference.version}, {mode}): no chunk reaches KNOWLEDGE_MIN_SCORE")
+        why = gate.reason if gate is not None and gate.decision == "not_business" else \
+            "no chunk reaches KNOWLEDGE_MIN_SCORE"
+        print(f"nothing injected (version {reference.version}, {mode}): {why}")
     else:
         print(f"injected ({reference.tokens} tokens, version {reference.version}, {mode}):")
         for item in report["injected"]:
@@ -120,6 +126,9 @@ def print_reference(reference: Reference) -> None:
         print("considered:")
     for item in report["considered"]:
         vector = f", cosine {item['similarity']}" if item["similarity"] is not None else ""
+        vector += f", margin {item['margin']:+.3f}" if item["margin"] is not None else ""
+        vector += f", gate cosine {item['gate_similarity']} margin {item['gate_margin']:+.3f}" \
+            if item["gate_margin"] is not None else ""
         print(f"  {item['chunk']:28} score {item['score']:<6} bm25 rank {item['bm25_rank'] or '-'}{vector}  "
               f"-> {item['reason']}")
 

@@ -4,8 +4,9 @@ Keys (bot/storage/keys.py, hash tag ``{kb}``, no TTL):
 ``knowledge:{kb}:meta`` hash ``version``, ``chunks``, ``bytes``;
 ``knowledge:{kb}:docs`` hash document id -> record JSON (DocRecord);
 ``knowledge:{kb}:chunks`` hash ``<id>#<n>`` -> ``{"t": text, "k": tokens}``;
-``knowledge:{kb}:vectors`` hash ``<id>#<n>`` -> ``<model>|<base64 float32>`` (the model
-named with every vector: vectors of two models are never compared).
+``knowledge:{kb}:vectors`` hash ``<id>#<n>`` -> ``<model>|<base64 float32>``, one per model
+(the ranking model's, then the gate model's, joined by a space; the model named with every
+vector: vectors of two models are never compared).
 Every change goes through one script (lua/kb_put.lua, lua/kb_remove.lua) that checks the
 caps, writes everything or nothing, and moves the version on.
 """
@@ -42,6 +43,7 @@ class DocRecord:
     added_at: float
     updated_at: float
     embedding_model: str = ""  # the model its chunk vectors came from ("" for none)
+    gate_model: str = ""  # the gate model's vectors beside them ("" for none; docs/semantic.md)
 
     def to_json(self) -> str:
         """Return the record as stored."""
@@ -73,6 +75,7 @@ class StoredChunk:
     tokens: int
     vector: bytes | None = None  # float32, native order
     vector_model: str = ""  # the model the vector came from
+    vectors: dict[str, bytes] = field(default_factory=dict)  # every model's vector, the first one's included
 
 
 @dataclass(frozen=True)
@@ -104,16 +107,31 @@ def vector_text(vector: bytes, model: str) -> str:
     return f"{model}|{base64.b64encode(vector).decode('ascii')}"
 
 
+def vectors_text(vectors: dict[str, bytes]) -> str:
+    """Return several models' vectors of one text as stored: the first is the ranking model's."""
+    return " ".join(vector_text(vector, model) for model, vector in vectors.items())
+
+
 def read_vector(raw: Any, default_model: str = "") -> tuple[bytes | None, str]:
     """Return a stored vector and its model (one stored bare, before models were named with
-    each vector, takes its document's); (None, "") when unreadable."""
+    each vector, takes its document's); of several, the first; (None, "") when unreadable."""
     if raw is None:
         return None, ""
-    model, sep, body = text(raw).rpartition("|")
+    model, sep, body = text(raw).split(" ", 1)[0].rpartition("|")
     try:
         return base64.b64decode(body, validate=True), model if sep else default_model
     except ValueError:
         return None, ""
+
+
+def read_vectors(raw: Any, default_model: str = "") -> dict[str, bytes]:
+    """Return every model's stored vector of one text, by model (the first one first)."""
+    out: dict[str, bytes] = {}
+    for part in text(raw).split(" ") if raw is not None else ():
+        vector, model = read_vector(part, default_model)
+        if vector is not None:
+            out.setdefault(model, vector)
+    return out
 
 
 def _chunk_order(chunk_id: str) -> tuple[str, int]:
@@ -171,7 +189,7 @@ class KnowledgeStore:
             "kb_put",
             _KEYS,
             {
-                "id": doc.id, "doc": doc.to_json(), "sha": doc.sha256, "model": doc.embedding_model,
+                "id": doc.id, "doc": doc.to_json(), "sha": doc.sha256, "model": f"{doc.embedding_model}|{doc.gate_model}",
                 "title": doc.title, "language": doc.language or "",
                 "chunks": chunks, "vectors": vectors, "bytes": doc.bytes,
                 "max_chunks": max_chunks, "max_bytes": max_bytes,
@@ -183,12 +201,13 @@ class KnowledgeStore:
         return PutResult(status, total=as_int(value))
 
     def anchors_model(self) -> str:
-        """Return the model the gate's baseline passages were embedded with ("" for none)."""
+        """Return the models the gate's baseline passages were embedded with, joined by "+"
+        ("" for none)."""
         try:
             raw = self.client.hget(KB_VECTORS_KEY, f"{KB_ANCHOR_PREFIX}1")
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
-        return read_vector(raw)[1] if raw is not None else ""
+        return "+".join(read_vectors(raw)) if raw is not None else ""
 
     def put_anchors(self, vectors: list[str]) -> None:
         """Store the gate's baseline passages' vectors (vector_text), replacing any before;
@@ -209,7 +228,8 @@ class KnowledgeStore:
         version, flat_docs, flat_chunks, flat_vectors = self.scripts.run("kb_snapshot", _KEYS, {"vectors": vectors})
         docs = {d.id: d for d in (DocRecord.from_json(v) for v in flat_to_dict(flat_docs).values()) if d}
         vecs = flat_to_dict(flat_vectors) if vectors else {}
-        anchors = [read_vector(v) for k, v in sorted(vecs.items()) if k.startswith(KB_ANCHOR_PREFIX)]
+        anchors = [(v, m) for k, raw in sorted(vecs.items()) if k.startswith(KB_ANCHOR_PREFIX)
+                   for m, v in read_vectors(raw).items()]
         chunks: list[StoredChunk] = []
         for chunk_id, raw in sorted(flat_to_dict(flat_chunks).items(), key=lambda kv: _chunk_order(kv[0])):
             doc = docs.get(_chunk_order(chunk_id)[0])
@@ -228,5 +248,6 @@ def _chunk(chunk_id: str, raw: Any, doc: DocRecord, vector: Any = None) -> Store
         body, tokens = str(data["t"]), int(data["k"])
     except (ValueError, TypeError, KeyError):
         return None
-    vec, model = read_vector(vector, doc.embedding_model)
-    return StoredChunk(chunk_id, doc.id, doc.title, doc.language, body, tokens, vec, model)
+    every = read_vectors(vector, doc.embedding_model)
+    model = next(iter(every), "")
+    return StoredChunk(chunk_id, doc.id, doc.title, doc.language, body, tokens, every.get(model), model, every)

@@ -1,7 +1,9 @@
-"""The knowledge base searched by meaning, with the real local model (multilingual-e5-small,
-served as the Procfile's `embed` process serves it): a question in other words, or in
-another language than the page, reaches the chunk that answers it; a joke gets nothing; and
-with the model off or down, words alone serve, as before (docs/semantic.md)."""
+"""The knowledge base searched by meaning, with the real local models (multilingual-e5-small
+ranks, USE v3 gates; served as the Procfile's `embed` process serves them): a question in
+other words, or in another language than the page, reaches the chunk that answers it; a
+greeting or a joke gets nothing; a question about the business that no page answers gets
+the nearest passages; with a hosted ranking model the local gate still decides; and with
+the models off or down, words alone serve, as before (docs/semantic.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 
 from bot.knowledge.library import Library
 from bot.knowledge.retrieval import Retriever
-from bot.llm.embeddings import make_embedder
+from bot.llm.embeddings import make_embedder, make_gate_embedder
 from bot.storage.knowledge import KnowledgeStore
 from tests.knowledge.test_message_path import reference_blocks, reply_requests
 
@@ -21,13 +23,14 @@ EVAL = Path(__file__).resolve().parents[2] / "bot" / "dev" / "eval_data" / "know
 
 
 def retriever_for(settings, redis_client, *files: str) -> Retriever:  # type: ignore[no-untyped-def]
-    """The production library and retriever over some of the eval's Portuguese pages."""
-    embedder = make_embedder(settings)
+    """The production library and retriever (both models, as build_services wires them) over
+    some of the eval's Portuguese pages."""
+    embedder, gate = make_embedder(settings), make_gate_embedder(settings)
     store = KnowledgeStore(redis_client)
-    library = Library(store, _counter(), settings, embedder)
+    library = Library(store, _counter(), settings, embedder, gate)
     for name in files:
         library.add((EVAL / name).read_bytes(), source=name, language="pt")
-    return Retriever(store, _counter(), settings, embedder)
+    return Retriever(store, _counter(), settings, embedder, gate)
 
 
 def _counter():  # type: ignore[no-untyped-def]
@@ -45,7 +48,11 @@ FOUND_BY_MEANING = [
     ("quanto tempo guardam as coisas que a malta se esquece ai?", "guardamo-la durante 30 dias"),
     # Spanish, against a page that exists only in Portuguese
     ("¿la tienda de boavista cierra en agosto por vacaciones?", "férias do pessoal de 1 a 15 de agosto"),
+    # Spanish, without accents, in other words
+    ("si olvide el paraguas en la tienda me lo guardan?", "guardamo-la durante 30 dias"),
 ]
+SMALL_TALK = ("conta-me uma anedota", "cuéntame un chiste", "tell me a joke about penguins", "olá, bom dia!",
+              "muchas gracias, hasta luego", "qual é a capital de frança?", "¿quién ganó el partido de ayer?")
 
 
 def test_meaning_finds_what_words_miss(make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
@@ -61,13 +68,50 @@ def test_meaning_finds_what_words_miss(make_settings, redis_client) -> None:  # 
         assert answer not in injected(by_words, question), question  # what the model adds
 
 
-def test_an_unrelated_question_gets_nothing(make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
+def test_small_talk_gets_nothing(make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
     retriever = retriever_for(make_settings(), redis_client, "politicas.pt.html", "horario.pt.md")
-    for question in ("conta-me uma anedota", "cuéntame un chiste", "tell me a joke about penguins",
-                     "qual é a capital de frança?", "¿quién ganó el partido de ayer?"):
+    for question in SMALL_TALK:
         reference = retriever.preview(question)
         assert reference.embedded and reference.picked == [], question
+        assert reference.gate is not None and reference.gate.decision == "not_business", question
+        assert reference.gate.reason.startswith("not about the business: margins")
+        assert {c.reason for c in reference.considered} == {"not_business"}
+
+
+def test_without_the_gate_model_each_passage_is_gated_by_itself(make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
+    retriever = retriever_for(make_settings(EMBEDDING_GATE_MODEL="off"), redis_client, "politicas.pt.html",
+                              "horario.pt.md")
+    for question in ("conta-me uma anedota", "tell me a joke about penguins"):
+        reference = retriever.preview(question)
+        assert reference.embedded and reference.picked == [], question
+        assert reference.gate is not None and reference.gate.decision == "by_hit"
         assert {c.reason for c in reference.considered} == {"below_min_score"}
+
+
+def test_an_unanswered_business_question_gets_the_nearest_passages(make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
+    # no page says whether the Boavista shop has parking: the reply model reads the nearest
+    # passages (the shop's), sees that they do not answer, and says so (the prompt's rule)
+    retriever = retriever_for(make_settings(), redis_client, "politicas.pt.html", "horario.pt.md")
+    reference = retriever.preview("a loja da boavista tem lugar para estacionar o carro?")
+    assert reference.gate is not None and reference.gate.decision == "business", reference.gate
+    assert reference.picked and "Boavista" in injected(retriever, "a loja da boavista tem lugar para estacionar o carro?")
+
+
+def test_a_hosted_ranking_model_is_still_gated_by_the_local_one(make_settings, redis_client, standin_server,
+                                                                 embedding_server) -> None:  # type: ignore[no-untyped-def]
+    # the ranking model is "hosted" (the stand-in's embeddings API); the gate model is the
+    # local process's USE v3, its margin alone (no calibration per hosted model)
+    settings = make_settings(EMBEDDING_MODEL="text-embedding-3-small", EMBEDDING_BASE_URL=standin_server.url,
+                             EMBEDDING_GATE_BASE_URL=embedding_server.url)
+    retriever = retriever_for(settings, redis_client, "politicas.pt.html", "horario.pt.md")
+    assert retriever.gate is not None and retriever.gate.model == "universal-sentence-encoder-multilingual-3"
+    for question in ("conta-me uma anedota", "tell me a joke about penguins", "olá, bom dia!"):
+        reference = retriever.preview(question)
+        assert reference.gate is not None and reference.gate.decision == "not_business", question
+        assert reference.gate.reason.startswith("not about the business: gate margin") and not reference.picked
+    reference = retriever.preview("a que horas abre a loja da boavista ao sábado?")
+    assert reference.gate is not None and reference.gate.decision == "business"
+    assert "Boavista" in injected(retriever, "a que horas abre a loja da boavista ao sábado?")
 
 
 def test_the_gate_holds_for_a_knowledge_base_of_one_short_page(make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
@@ -75,6 +119,7 @@ def test_the_gate_holds_for_a_knowledge_base_of_one_short_page(make_settings, re
     retriever = retriever_for(make_settings(), redis_client, "horario.pt.md")
     assert "férias do pessoal" in injected(retriever, "¿la tienda de boavista cierra en agosto por vacaciones?")
     assert injected(retriever, "cuéntame un chiste") == ""
+    assert injected(retriever, "muchas gracias, hasta luego") == ""
 
 
 def test_a_spanish_question_on_the_message_path_gets_the_portuguese_page(chat_with, model, services) -> None:  # type: ignore[no-untyped-def]
@@ -83,6 +128,8 @@ def test_a_spanish_question_on_the_message_path_gets_the_portuguese_page(chat_wi
     say("¿la tienda de boavista cierra en agosto por vacaciones?")
     blocks = reference_blocks(reply_requests(model)[-1])
     assert len(blocks) == 1 and "férias do pessoal de 1 a 15 de agosto" in blocks[0]
+    say("olá, bom dia!")  # small talk on the same path: no reference at all
+    assert reference_blocks(reply_requests(model)[-1]) == []
 
 
 def test_with_the_model_down_words_alone_serve(chat_with, model, services) -> None:  # type: ignore[no-untyped-def]

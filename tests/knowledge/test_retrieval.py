@@ -108,3 +108,36 @@ def test_the_library_replaces_by_path_or_title_and_keeps_ids(redis_client, setti
         Library(library.store, COUNTER, settings.model_copy(update={"KNOWLEDGE_MAX_DOC_CHUNKS": 1})).add(
             b"# Big\n\n" + b"Many words about bread and cakes. " * 400, source="big.md")
     assert len(library.documents()) == 2
+
+
+def test_both_models_vectors_are_stored_side_by_side_and_reembed_fills_the_gate_models(
+    redis_client, settings, standin_server
+) -> None:  # type: ignore[no-untyped-def]
+    client = openai.OpenAI(api_key="x", base_url=standin_server.url, max_retries=0)
+    ranker, gate = Embedder(client, "standin-embedding"), Embedder(client, "standin-gate")
+    down = Embedder(openai.OpenAI(api_key="x", base_url="http://127.0.0.1:9/v1", max_retries=0), "standin-gate")
+    store = KnowledgeStore(redis_client)
+    faq = b"# FAQ\n\n## Delivery\nWe deliver to Porto and Gaia for 2.50 euros.\n"
+    # the gate model is down while a document is added: the ranking model's vectors alone
+    added = Library(store, COUNTER, settings, ranker, down).add(faq, source="faq.md", language="en")
+    assert (added.doc.embedding_model, added.doc.gate_model) == ("standin-embedding", "")
+    assert [set(c.vectors) for c in store.snapshot(vectors=True).chunks] == [{"standin-embedding"}]
+    library = Library(store, COUNTER, settings, ranker, gate)
+    index = Retriever(store, COUNTER, settings, ranker, gate).index()
+    assert index.has_vectors and not index.has_gate  # hit by hit until `kb reembed`
+    assert library.reembed() == {"reembedded": 1, "current": 0}
+    snapshot = store.snapshot(vectors=True)
+    assert [set(c.vectors) for c in snapshot.chunks] == [{"standin-embedding", "standin-gate"}]
+    assert snapshot.chunks[0].vector_model == "standin-embedding"  # the ranking model's comes first
+    assert {model for _, model in snapshot.anchors} == {"standin-embedding", "standin-gate"}
+    assert store.anchors_model() == "standin-embedding+standin-gate"
+    assert store.documents()["faq"].gate_model == "standin-gate"
+    assert library.reembed() == {"reembedded": 0, "current": 1}
+    # the same file again, with both models current, writes nothing
+    assert library.add(faq, source="faq.md", language="en").status == "unchanged"
+    index = Retriever(store, COUNTER, settings, ranker, gate).index()
+    assert index.has_gate and index.gate_vectors is not None and index.gate_vectors.shape[0] == 1
+    found = index.find("deliver to gaia", question_vector=ranker.query("deliver to gaia", deadline_s=5, purpose="t"),
+                       gate_vector=gate.query("deliver to gaia", deadline_s=5, purpose="t"))
+    assert found.hits[0].gate_rank == 1 and found.hits[0].gate_margin is not None
+    assert found.gate.decision in ("business", "not_business") and found.gate.gate_margin is not None

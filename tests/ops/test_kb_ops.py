@@ -158,6 +158,9 @@ def test_eval_knowledge_measures_meaning_on_both_halves(run, tmp_path: Path) -> 
     bm25, hybrid = report["bm25"], report["hybrid"]
     assert {"words/tune", "words/heldout", "meaning/tune", "meaning/heldout"} <= set(hybrid["slices"])
     assert all(r["embedded"] for r in hybrid["rows"]) and not any(r["embedded"] for r in bm25["rows"])
-    # meaning finds what words cannot, and lets no more unrelated questions in
+    # meaning finds what words cannot, and lets no more off-topic messages in; both kinds of
+    # negative are reported apart
     assert hybrid["slices"]["meaning"]["recall_at_3"] > bm25["slices"]["meaning"]["recall_at_3"]
-    assert hybrid["slices"]["words"]["false_injections"] <= bm25["slices"]["words"]["false_injections"]
+    assert hybrid["slices"]["words"]["off_topic_rate"] <= bm25["slices"]["words"]["off_topic_rate"]
+    assert hybrid["slices"]["meaning"]["off_topic"] > 0 and hybrid["slices"]["meaning"]["unanswered"] > 0
+    assert any(r["gate"] and r["gate"]["decision"] == "not_business" for r in hybrid["rows"])

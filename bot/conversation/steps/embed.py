@@ -4,7 +4,8 @@ Runs after `task` and before `knowledge` and `memory`, which share what it start
 embedded is the resolved task when task extraction is on ("and on Sundays?" after a
 question about hours asks about Sunday's hours), else the message; of a long one (a voice
 note's transcript) the sentences that ask something, from the start, within
-EMBEDDING_MAX_CHARS. A message with no letter or digit
+EMBEDDING_MAX_CHARS, by both models at once: the ranking model (EMBEDDING_MODEL) and the
+gate model (EMBEDDING_GATE_MODEL). A message with no letter or digit
 (an emoji, a sticker's placeholder) costs no embedding. The call starts here and runs while
 the next steps do their lexical work; each reader waits at most until EMBEDDING_DEADLINE_S,
 then falls back to words. After three failures in a row the step stops asking for 30 s
@@ -25,10 +26,11 @@ class EmbedStep:
     name = "embed"
     records = False
     reads = ("heard.text", "found.task")
-    writes = ("found.vector",)
+    writes = ("found.vector", "found.gate_vector")
 
-    def __init__(self, embedder: Embedder | None, deadline_s: float) -> None:
+    def __init__(self, embedder: Embedder | None, deadline_s: float, gate: Embedder | None = None) -> None:
         self.embedder = embedder
+        self.gate = gate  # the gate model (EMBEDDING_GATE_MODEL), asked at the same time
         self.deadline_s = deadline_s  # EMBEDDING_DEADLINE_S
 
     def __call__(self, turn: Turn) -> None:
@@ -47,3 +49,5 @@ class EmbedStep:
             MESSAGE_EMBEDDINGS.labels(outcome="paused").inc()
             return
         turn.found.vector = MessageVector(self.embedder, text, budget)
+        if self.gate is not None and self.gate.breaker.allow():
+            turn.found.gate_vector = MessageVector(self.gate, text, budget, counted=False)

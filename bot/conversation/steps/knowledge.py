@@ -32,7 +32,7 @@ class KnowledgeStep:
 
     name = "knowledge"
     records = False
-    reads = ("stored.claim", "stored.read_along", "heard.text", "found.task", "found.vector")
+    reads = ("stored.claim", "stored.read_along", "heard.text", "found.task", "found.vector", "found.gate_vector")
     writes = ("found.knowledge_rules", "found.reference_trace", "found.reference")
 
     def __init__(self, retriever: Retriever | None) -> None:
@@ -49,10 +49,11 @@ class KnowledgeStep:
             KNOWLEDGE_RETRIEVALS.labels(outcome="empty").inc()
             return
         turn.found.knowledge_rules = True
-        task, vector = turn.found.task, turn.found.vector
+        task, vector, gate = turn.found.task, turn.found.vector, turn.found.gate_vector
         query = task.task if task is not None else turn.heard.text
-        # the turn's embedding (the embed step), read after BM25; without one, words alone
-        reference = self.retriever.search(query, index, vector=vector.get if vector else lambda: None)
+        # the turn's embeddings (the embed step), read after BM25; without them, words alone
+        reference = self.retriever.search(query, index, vector=vector.get if vector else lambda: None,
+                                          gate_vector=gate.get if gate else lambda: None)
         KNOWLEDGE_RETRIEVALS.labels(outcome="hit" if reference.hit else "miss").inc()
         log.info(
             "knowledge.retrieved",
@@ -61,6 +62,8 @@ class KnowledgeStep:
             best=[f"{c.hit.chunk.id}:{c.hit.score:.2f}" + ("" if c.hit.margin is None else f"/{c.hit.margin:+.3f}")
                   for c in reference.considered[:3]],
             embedded=reference.embedded,
+            gate=reference.gate.decision if reference.gate else None,
+            gate_score=None if reference.gate is None or reference.gate.score is None else round(reference.gate.score, 3),
             tokens=reference.tokens,
         )
         turn.found.reference_trace = trace(reference)
@@ -82,9 +85,15 @@ class KnowledgeStep:
 
 def trace(reference: Reference) -> str:
     """Return what a message got, for inspect: "v12 faq#2:0.93 hours#5:0.81~" (cut: ~), or
-    "v12 - (best faq#1:0.21)" when nothing reached the minimum score. Ids and scores only."""
+    "v12 - (best faq#1:0.21)" when nothing reached the minimum score; with the gate model, its
+    decision, its score and each model's margin ("[business 0.312: e +0.110 g +0.202]"). Ids
+    and scores only."""
+    gate = reference.gate
+    said = "" if gate is None or gate.score is None else f" [{gate.decision} {gate.score:.3f}: " + " ".join(
+        f"{name} {margin:+.3f}" for name, margin in (("e", gate.ranking_margin), ("g", gate.gate_margin))
+        if margin is not None) + "]"
     picked = " ".join(f"{p.hit.chunk.id}:{p.hit.score:.2f}" + ("~" if p.cut else "") for p in reference.picked)
     if picked:
-        return f"v{reference.version} {picked}"
+        return f"v{reference.version} {picked}{said}"
     best = reference.considered[0].hit if reference.considered else None
-    return f"v{reference.version} -" + (f" (best {best.chunk.id}:{best.score:.2f})" if best else "")
+    return f"v{reference.version} -" + (f" (best {best.chunk.id}:{best.score:.2f})" if best else "") + said

@@ -85,7 +85,8 @@ def sentence(message: str) -> str:
 
 #: What a search's outcome codes mean, in an operator's words (the codes stay in the technical detail).
 OUTCOMES = {"picked": "given", "cut_to_fit": "given, shortened", "below_min_score": "too weak a match",
-            "over_budget": "no room left in the prompt", "past_top_k": "enough passages already"}
+            "over_budget": "no room left in the prompt", "past_top_k": "enough passages already",
+            "not_business": "not about the business"}
 
 
 def chunks_label(n: int) -> str:
@@ -112,6 +113,7 @@ def explain(reason: str) -> str:
         "picked": "",
         "cut_to_fit": "cut at a sentence to fit",
         "below_min_score": below,
+        "not_business": "the message is not about the business (the gate model, EMBEDDING_GATE_MODEL): no passage goes in",
         "over_budget": f"the prompt's room for documents (KNOWLEDGE_MAX_TOKENS {s.KNOWLEDGE_MAX_TOKENS}) is full",
         "past_top_k": f"only the best {KNOWLEDGE_TOP_K} passages go in",
     }.get(reason, reason)
@@ -131,6 +133,8 @@ def search_result(question: str, documents: int) -> dict[str, Any]:
         empty = ""
     elif not documents:
         empty = "Nothing would be given to the model: the knowledge base holds no documents."
+    elif result.get("gate") and result["gate"]["decision"] == "not_business":
+        empty = f"Nothing would be given to the model: {result['gate']['reason']}."
     elif all(c["reason"] == "below_min_score" for c in considered) and result["embedded"]:
         empty = (f"Nothing would be given to the model: no passage is close enough by words or by meaning "
                  f"(KNOWLEDGE_MIN_MARGIN {settings().KNOWLEDGE_MIN_MARGIN:g}).")

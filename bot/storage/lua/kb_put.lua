@@ -1,11 +1,12 @@
 -- kb_put: add or replace one knowledge-base document and its chunks, all or nothing.
 -- The caps are checked against the totals as they would be after the change; past one,
--- nothing is written. The same content (sha256, embedding model, title and language) is a no-op.
+-- nothing is written. The same content (sha256, both models, title and language) is a no-op.
 -- KEYS: meta docs chunks vectors
 -- A: id (the document's id); doc (its record, JSON text); sha (of the source bytes);
---    model (the embedding model, "" for none); title; language ("" for none);
+--    model ("<embedding model>|<gate model>", each "" for none); title; language ("" for none);
 --    chunks (list of chunk JSON texts, in order);
---    vectors (list of "<model>|<base64 float32>" texts, one per chunk; absent without embeddings);
+--    vectors (list of texts, one per chunk: "<model>|<base64 float32>", one per model, joined by
+--    spaces; absent without embeddings);
 --    bytes (what the record, chunks and vectors take); max_chunks; max_bytes.
 -- Returns {status, value}: {"stored", version}, {"unchanged", version},
 -- {"too_many_chunks", total after}, {"too_many_bytes", total after}.
@@ -16,7 +17,8 @@ if old_raw then
   if type(old) == 'table' then
     local language = old.language
     if language == nil or language == cjson.null then language = '' end
-    if old.sha256 == A.sha and (old.embedding_model or '') == A.model and old.title == A.title
+    local models = (old.embedding_model or '') .. '|' .. (old.gate_model or '')
+    if old.sha256 == A.sha and models == A.model and old.title == A.title
         and language == A.language then
       return {'unchanged', redis.call('HGET', K.meta, 'version') or '0'}
     end

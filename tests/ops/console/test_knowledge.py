@@ -209,9 +209,12 @@ def test_a_search_shows_what_would_be_injected_and_why(console_app, console) -> 
     assert '<th scope="col" class="num">BM25 rank</th>' in considered
     assert '<th scope="col" class="num">Similarity</th>' in considered  # the local model's columns
 
+    assert "About the business</span>" in page and "about the business: margins" in page  # the gate's decision
+    assert '<th scope="col" class="num">Gate margin</th>' in considered  # and the gate model's columns
+
     page = console.get(PAGE, query_string={"q": "Tell me a joke about penguins"}).get_data(as_text=True)
-    margin = console_app.config["BOT_SETTINGS"].KNOWLEDGE_MIN_MARGIN
-    assert f"no passage is close enough by words or by meaning (KNOWLEDGE_MIN_MARGIN {margin:g})." in page
+    assert "Nothing would be given to the model: not about the business: margins" in page
+    assert "Not about the business</span>" in page and ">not about the business</span>" in page
 
 
 def test_a_search_shows_the_reason_a_chunk_was_left_out(make_settings, redis_client, model) -> None:  # type: ignore[no-untyped-def]
