@@ -91,7 +91,8 @@ def build_steps(
         "handover": HandoverStep(users, users.handover, words, settings.HANDOVER_NOTICE) if users.handover else None,
         "entities": EntityMatchStep(matcher if with_memory else None),
         "task": TaskStep(llm, task_prompt, on=settings.TASK_EXTRACTION == "on", model=settings.task_model,
-                         deadline_s=settings.TASK_DEADLINE_S, check_entities=settings.ENTITY_TASK_CHECK)
+                         deadline_s=settings.TASK_DEADLINE_S, check_entities=settings.ENTITY_TASK_CHECK,
+                         documents=retriever.languages if retriever is not None else None)
         if task_prompt is not None and with_memory else None,
         "embed": EmbedStep(embedder, settings.EMBEDDING_DEADLINE_S, gate_embedder if retriever is not None else None),
         "knowledge": KnowledgeStep(retriever),

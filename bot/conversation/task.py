@@ -54,6 +54,10 @@ class ExtractedTask(BaseModel):
     """The task model's answer."""
 
     task: str = Field(min_length=1, max_length=600)
+    # The question restated for searching the business's documents, in their language ("" when
+    # it asks nothing of the business; absent from an old or lenient answer): what the
+    # knowledge search reads and embeds (docs/tasks.md).
+    search: str = Field(default="", max_length=600)
     depends_on_chat_history: bool
     depends_on_user_memory: bool
     # None when the answer left the list out (a lenient parse of a non-strict server): then
@@ -70,9 +74,10 @@ TASK_SCHEMA: dict[str, Any] = {
         "schema": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["task", "depends_on_chat_history", "depends_on_user_memory", "entities"],
+            "required": ["task", "search", "depends_on_chat_history", "depends_on_user_memory", "entities"],
             "properties": {
                 "task": {"type": "string"},
+                "search": {"type": "string"},
                 "depends_on_chat_history": {"type": "boolean"},
                 "depends_on_user_memory": {"type": "boolean"},
                 "entities": {
@@ -102,11 +107,14 @@ def parse_task(text: str) -> ExtractedTask | None:
 
 
 def render_task_request(
-    text: str, summary: str, recent: list[Pair], fact_keys: list[str], entities: list[str]
+    text: str, summary: str, recent: list[Pair], fact_keys: list[str], entities: list[str],
+    documents: list[str] | None = None,
 ) -> str:
-    """Return the task request: fact keys and entity names (never values), the summary, the
-    newest pairs and the message, each text an inert JSON string."""
-    lines = [f"Known fact keys: {', '.join(fact_keys) or '(none)'}", f"Known entities: {', '.join(entities) or '(none)'}",
+    """Return the task request: the languages of the business's documents (when it has
+    some), fact keys and entity names (never values), the summary, the newest pairs and the
+    message, each text an inert JSON string."""
+    lines = [f"Documents' languages: {', '.join(documents)}"] if documents else []
+    lines += [f"Known fact keys: {', '.join(fact_keys) or '(none)'}", f"Known entities: {', '.join(entities) or '(none)'}",
              f"Summary: {inert(summary) if summary else '(none)'}", "Recent messages:"]
     for pair in recent[-TASK_RECENT_PAIRS:]:
         lines += [f"User: {inert(pair.user)}", f"Assistant: {inert(pair.assistant)}"]
@@ -124,6 +132,14 @@ def ask_for_task(llm: LLMClient, prompt: Prompt, request: str, *, model: str, de
         messages, purpose="task", prompt_ref=prompt.ref, model=model, max_tokens=250, response_format=TASK_SCHEMA,
         temperature=0, deadline_s=deadline_s, max_retries=TASK_ATTEMPTS - 1,
     )
+
+
+def search_text(task: ExtractedTask | None, message: str) -> str:
+    """Return what the knowledge search reads and the embed step embeds: the task's
+    restatement for the documents, else the resolved task, else the message."""
+    if task is None:
+        return message
+    return task.search.strip() or task.task
 
 
 def model_matches(task: ExtractedTask, matches: list[EntityMatch], entities: dict[str, Entity]) -> list[EntityMatch]:

@@ -102,6 +102,7 @@ class StandinModel:
         self._requests: list[dict[str, Any]] = []
         self._reported: list[dict[str, Any]] = []
         self._transcriptions: list[dict[str, Any]] = []
+        self._embedded: list[tuple[str, str]] = []  # (model, text) of each embeddings request
         #: The file names of the transcriptions stopped because their client went away (a
         #: timeout on its side), oldest first.
         self.cancelled: list[str] = []
@@ -141,6 +142,20 @@ class StandinModel:
         with self._lock:
             return list(self._requests)
 
+    def embedded(self) -> list[tuple[str, str]]:
+        """Return the (model, text) of every text its embeddings API was asked for, oldest first."""
+        with self._lock:
+            return list(self._embedded)
+
+    def embed(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Answer an embeddings request, and record its texts (with record="full")."""
+        status, answer = embeddings(body)
+        if status == 200 and self.record == "full":
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            with self._lock:
+                self._embedded += [(str(body.get("model")), t) for t in texts]
+        return status, answer
+
     def transcriptions(self) -> list[dict[str, Any]]:
         """Return the fields of the transcription requests received so far (never the audio)."""
         with self._lock:
@@ -154,6 +169,7 @@ class StandinModel:
             self._requests.clear()
             self._reported.clear()
             self._transcriptions.clear()
+            self._embedded.clear()
             self.cancelled.clear()
 
     # -- answering ---------------------------------------------------------------------
@@ -347,7 +363,7 @@ class StandinModel:
                 if self.path.rstrip("/") == "/v1/chat/completions":
                     self._send_later(*model.answer(body))
                 elif self.path.rstrip("/") == "/v1/embeddings":
-                    self._send_later(*embeddings(body), model.latency_s)
+                    self._send_later(*model.embed(body), model.latency_s)
                 elif self.path == "/_standin/script":
                     model.script(*body.get("steps", []))
                     self._send(200, {"queued": len(body.get("steps", []))})

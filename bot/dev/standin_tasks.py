@@ -23,7 +23,7 @@ import unicodedata
 TASK_SCHEMA_NAME = "user_task"
 
 _REQUEST = re.compile(
-    r"\AKnown fact keys:(?P<keys>[^\n]*)\n\s*Known entities:(?P<entities>[^\n]*)\n\s*Summary:(?P<summary>.*?)"
+    r"\A(?:Documents' languages:(?P<documents>[^\n]*)\n\s*)?Known fact keys:(?P<keys>[^\n]*)\n\s*Known entities:(?P<entities>[^\n]*)\n\s*Summary:(?P<summary>.*?)"
     r"\n\s*Recent messages:(?P<recent>.*?)\n\s*New message:(?P<new>.*)\Z", re.S)
 _ENTITY = re.compile(r"\s*(?P<name>[^,()]+?)\s*\((?P<type>[A-Za-z_]+)\)\s*(?:,|$)")
 _SPEAKER = re.compile(r"^(?P<who>user|assistant)\s*:\s*(?P<text>.*)$", re.I)
@@ -92,7 +92,7 @@ _RECOMMEND = re.compile(r"\b(?:recommend|recomend|recomiend|sugg|sugest|suger|su
 _FIRST_STOP = set("the a an my our mr mrs ms dr st san santa new le la les el los o os de da do du von van".split())
 _KEY_STOP = set("name names nickname full first last favorite favourite fav current main other is has".split())
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_SAFE = {"task": "", "depends_on_chat_history": True, "depends_on_user_memory": True, "entities": []}
+_SAFE = {"task": "", "search": "", "depends_on_chat_history": True, "depends_on_user_memory": True, "entities": []}
 
 
 def _fold(text: str) -> str:
@@ -179,11 +179,18 @@ def _antecedent(summary: str, recent: list[tuple[str, str]]) -> str:
     return recent[-1][1] if recent else ""
 
 
+def parsed_documents(text: str) -> list[str]:
+    """The languages of the business's documents the request names (none without documents)."""
+    m = _REQUEST.match(text.replace("\r\n", "\n").strip())
+    return [lang.strip() for lang in (m["documents"] or "").split(",") if lang.strip()] if m else []
+
+
 def extract_request_task(text: str) -> dict:
     """Restate the new message of a task-extraction request and say what answering it depends on.
 
     Returns task (the message, prefixed with `Following up on "<antecedent>": ` when it needs
-    history), depends_on_chat_history, depends_on_user_memory and entities (the known entities it
+    history), search (the task, when the business has documents and the message is not small
+    talk; "" otherwise), depends_on_chat_history, depends_on_user_memory and entities (the known entities it
     names, as {"name", "type"}, in order of appearance). Greetings and thanks need neither; with
     no history, history is never needed. Never raises: a malformed request gets the safe fallback.
     """
@@ -200,7 +207,9 @@ def extract_request_task(text: str) -> dict:
                                      or _mentions_key(folded, keys))
         antecedent = _antecedent(summary, recent) if history else ""
         task = f'Following up on "{antecedent}": {new}' if antecedent else new
-        return {"task": task, "depends_on_chat_history": history, "depends_on_user_memory": memory,
-                "entities": named}
+        # it cannot translate: a question for the documents is the task itself, small talk none
+        search = "" if social or not (parsed_documents(text)) else task
+        return {"task": task, "search": search, "depends_on_chat_history": history,
+                "depends_on_user_memory": memory, "entities": named}
     except Exception:  # noqa: BLE001 - the stand-in must answer; the safe fallback keeps every context
         return json.loads(json.dumps(_SAFE))

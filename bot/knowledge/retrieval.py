@@ -17,7 +17,7 @@ import structlog
 
 from bot.config import Settings
 from bot.config.knowledge import KNOWLEDGE_TOP_K
-from bot.exceptions import LLMUnavailable
+from bot.exceptions import LLMUnavailable, StoreUnavailable
 from bot.knowledge.index import KnowledgeIndex
 from bot.knowledge.reference import Limits, Reference, build_reference
 from bot.llm.embeddings import Embedder
@@ -81,6 +81,21 @@ class Retriever:
             log.warning("knowledge.vectors_missing", chunks=index.missing_vectors, model=self.embedder.model,
                         detail="these chunks are found by words alone until `kb reembed`")
         return index
+
+    def languages(self) -> list[str]:
+        """Return the languages the knowledge base's documents are in (none without documents),
+        from the index this process holds (built at its first call): the task step restates a
+        question in them (docs/tasks.md)."""
+        index = self._index
+        if index is None:
+            try:
+                index = self.index()
+            except StoreUnavailable:
+                return []
+        if not len(index):
+            return []
+        named = sorted(lang for lang in index.languages if lang)
+        return named or ([self.settings.KNOWLEDGE_LANGUAGE] if self.settings.KNOWLEDGE_LANGUAGE else [])
 
     def question_vector(self, index: KnowledgeIndex, question: str, deadline_s: float,
                         gate: bool = False) -> bytes | None:

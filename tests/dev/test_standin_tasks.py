@@ -13,7 +13,7 @@ Recent messages:
 User: What's the weather like in Lisbon today?
 Assistant: Sunny and about 24 °C.
 New message: How does that compare to yesterday?"""
-SAFE = {"task": "", "depends_on_chat_history": True, "depends_on_user_memory": True, "entities": []}
+SAFE = {"task": "", "search": "", "depends_on_chat_history": True, "depends_on_user_memory": True, "entities": []}
 
 
 def req(new: str, keys: str = "(none)", entities: str = "(none)", summary: str = "(none)",
@@ -39,7 +39,7 @@ def test_schema_name() -> None:
 
 def test_weather_follow_up_needs_history_not_memory() -> None:
     result = extract_request_task(WEATHER)
-    assert set(result) == {"task", "depends_on_chat_history", "depends_on_user_memory", "entities"}
+    assert set(result) == {"task", "search", "depends_on_chat_history", "depends_on_user_memory", "entities"}
     assert result["depends_on_chat_history"] is True
     assert result["depends_on_user_memory"] is False
     assert result["entities"] == []
@@ -144,3 +144,10 @@ def test_texts_written_as_the_app_writes_them_are_read_unquoted() -> None:
     answer = extract_request_task(request)
     assert answer["depends_on_chat_history"] is True
     assert '""' not in answer["task"] and answer["task"].endswith("¿Y para seis personas?")
+
+
+def test_with_documents_a_question_is_searched_by_its_task_and_small_talk_by_nothing() -> None:
+    with_documents = "Documents' languages: pt\n" + req("a que horas abrem ao domingo?")
+    assert extract_request_task(with_documents)["search"] == "a que horas abrem ao domingo?"
+    assert extract_request_task("Documents' languages: pt, es\n" + req("obrigado"))["search"] == ""
+    assert extract_request_task(req("a que horas abrem ao domingo?"))["search"] == ""  # no documents

@@ -7,6 +7,7 @@ the models off or down, words alone serve, as before (docs/semantic.md)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,47 @@ def test_with_the_model_down_words_alone_serve(chat_with, model, services) -> No
     assert "<Message>" in reply  # answered
     blocks = reference_blocks(reply_requests(model)[-1])
     assert len(blocks) == 1 and "férias do pessoal" in blocks[0]  # by its words
+
+
+def test_the_tasks_restatement_in_the_documents_language_is_what_is_searched(chat_with, model, services) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    services.library.add((EVAL / "horario.pt.md").read_bytes(), source="horario.pt.md", language="pt")
+    say = chat_with(TASK_EXTRACTION="on")
+    # the follow-up alone says nothing a page holds; the task model restates it in Portuguese
+    task = {"task": "¿Y en agosto?", "search": "a loja da boavista fecha em agosto para férias?",
+            "depends_on_chat_history": True, "depends_on_user_memory": False, "entities": []}
+    model.script({"content": json.dumps(task), "match": "Known fact keys:"})
+    say("¿y en agosto?")
+    task_request = next(r for r in model.requests() if "Known fact keys:" in r["messages"][-1]["content"])
+    assert task_request["messages"][-1]["content"].startswith("Documents' languages: pt\n")
+    assert "search" in task_request["response_format"]["json_schema"]["schema"]["required"]
+    blocks = reference_blocks(reply_requests(model)[-1])
+    assert len(blocks) == 1 and "férias do pessoal de 1 a 15 de agosto" in blocks[0]
+    # without a restatement ("" : it asks nothing of the business) the resolved task is searched
+    task = {**task, "task": "Conta-me uma anedota.", "search": ""}
+    model.script({"content": json.dumps(task), "match": "Known fact keys:"})
+    say("cuéntame algo gracioso")
+    assert reference_blocks(reply_requests(model)[-1]) == []
+
+
+def test_the_restatement_is_what_both_models_embed(chat_with, model, services, standin_server,
+                                                    embedding_server) -> None:  # type: ignore[no-untyped-def]
+    # the ranking model through the stand-in's embeddings API records what it was asked for
+    import json
+
+    say = chat_with(TASK_EXTRACTION="on", EMBEDDING_MODEL="text-embedding-3-small",
+                    EMBEDDING_BASE_URL=standin_server.url, EMBEDDING_GATE_BASE_URL=embedding_server.url)
+    restated = "atendem crianças na loja da boavista?"
+    task = {"task": "¿Atienden niños?", "search": restated, "depends_on_chat_history": False,
+            "depends_on_user_memory": False, "entities": []}
+    model.script({"content": json.dumps(task), "match": "Known fact keys:"})
+    say("¿atienden niños?")
+
+    def asked() -> list[str]:  # the turn may end before its unread embedding call lands
+        return [text for name, text in model.embedded() if name == "text-embedding-3-small"]
+
+    deadline = time.monotonic() + 30
+    while not asked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert asked() == [restated]

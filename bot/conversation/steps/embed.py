@@ -1,8 +1,10 @@
 """The embed step: the message's meaning, asked for once per turn (docs/semantic.md).
 
 Runs after `task` and before `knowledge` and `memory`, which share what it starts. The text
-embedded is the resolved task when task extraction is on ("and on Sundays?" after a
-question about hours asks about Sunday's hours), else the message; of a long one (a voice
+embedded is, when task extraction is on, the task's restatement of the question in the
+documents' language ("¿atienden niños?" as "atendem crianças?" for a Portuguese knowledge
+base), else the resolved task ("and on Sundays?" after a question about hours asks about
+Sunday's hours); without it, the message; of a long one (a voice
 note's transcript) the sentences that ask something, from the start, within
 EMBEDDING_MAX_CHARS, by both models at once: the ranking model (EMBEDDING_MODEL) and the
 gate model (EMBEDDING_GATE_MODEL). A message with no letter or digit
@@ -15,6 +17,7 @@ then falls back to words. After three failures in a row the step stops asking fo
 from __future__ import annotations
 
 from bot.config.media import MIN_MODEL_AFTER_MEDIA_S
+from bot.conversation.task import search_text
 from bot.conversation.turn import Turn
 from bot.llm.embeddings import Embedder, MessageVector, has_words
 from bot.observability.metrics import MESSAGE_EMBEDDINGS
@@ -37,7 +40,7 @@ class EmbedStep:
         if self.embedder is None or turn.heard.text is None:
             return
         task = turn.found.task
-        text = task.task if task is not None else turn.heard.text
+        text = search_text(task, turn.heard.text)
         if not has_words(text):
             MESSAGE_EMBEDDINGS.labels(outcome="skipped").inc()
             return

@@ -1,8 +1,9 @@
 """The knowledge step: the business's documents that answer this message (docs/knowledge.md).
 
-Runs after `embed` and before `memory`. The question is the message, or the resolved task
-when task extraction is on ("and on Sundays?" after a question about opening hours asks
-about Sunday's hours). The knowledge base's version arrives with the claim, so a message
+Runs after `embed` and before `memory`. The question is the message, or, when task
+extraction is on, the task's restatement of it in the documents' language, else the
+resolved task ("and on Sundays?" after a question about opening hours asks about Sunday's
+hours): what the embed step embedded. The knowledge base's version arrives with the claim, so a message
 costs no Redis round trip while it stands; when it moves on, this process rebuilds its
 index first. The picked chunks go into the prompt's REFERENCE (advisory) block and nowhere
 else: never into the stored pair, the summary, fact extraction or an export.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import structlog
 
+from bot.conversation.task import search_text
 from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
 from bot.knowledge.index import KnowledgeIndex
@@ -50,7 +52,7 @@ class KnowledgeStep:
             return
         turn.found.knowledge_rules = True
         task, vector, gate = turn.found.task, turn.found.vector, turn.found.gate_vector
-        query = task.task if task is not None else turn.heard.text
+        query = search_text(task, turn.heard.text)  # the task's restatement for the documents, when there is one
         # the turn's embeddings (the embed step), read after BM25; without them, words alone
         reference = self.retriever.search(query, index, vector=vector.get if vector else lambda: None,
                                           gate_vector=gate.get if gate else lambda: None)

@@ -3,6 +3,8 @@ context answering it needs (bot/conversation/task.py; docs/tasks.md)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import structlog
 
 from bot.conversation.task import (
@@ -31,8 +33,9 @@ class TaskStep:
     writes = ("found.task_completion", "found.task", "found.entity_matches")
 
     def __init__(self, llm: LLMClient, prompt: Prompt, *, on: bool, model: str, deadline_s: float,
-                 check_entities: bool) -> None:
+                 check_entities: bool, documents: Callable[[], list[str]] | None = None) -> None:
         self.llm = llm
+        self.documents = documents  # the knowledge base's languages now (restate the question in them)
         self.prompt = prompt
         self.on = on  # TASK_EXTRACTION == "on"
         self.model = model
@@ -48,7 +51,8 @@ class TaskStep:
             return
         budget = min(self.deadline_s, turn.remaining() - REPLY_RESERVE_S)
         try:
-            completion = ask_for_task(self.llm, self.prompt, turn_request(turn, text), model=self.model,
+            languages = self.documents() if self.documents is not None else []
+            completion = ask_for_task(self.llm, self.prompt, turn_request(turn, text, languages), model=self.model,
                                       deadline_s=budget)
         except LLMUnavailable as err:  # the bypass: full context, both flags true
             TASKS.labels(result="failed").inc()
@@ -75,9 +79,9 @@ class TaskStep:
         )  # what the flags saved is logged by the prompt step
 
 
-def turn_request(turn: Turn, text: str) -> str:
+def turn_request(turn: Turn, text: str, documents: list[str] | None = None) -> str:
     """Return the task request of a turn."""
     memory, context = turn.stored.memory, turn.stored.context
     keys = sorted({*decode_facts(memory.facts), *decode_facts(memory.session_facts)})
     names = [f"{e.name} ({e.type})" for e in turn.found.entities.values()]
-    return render_task_request(text, context.summary, context.recent, keys, names)
+    return render_task_request(text, context.summary, context.recent, keys, names, documents)
