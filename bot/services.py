@@ -25,7 +25,9 @@ from bot.llm.client import LLMClient, make_openai_client
 from bot.llm.embeddings import Embedder, make_embedder, make_gate_embedder
 from bot.llm.prompts import Prompt, load_prompt, system_with_knowledge
 from bot.llm.tokens import TOKENS_PER_REPLY, TokenCounter
+from bot.knowledge.sites import Sites
 from bot.memory.vectors import FactVectors
+from bot.storage.sites import SiteStore
 from bot.memory.names import entity_key
 from bot.storage.activity import ActivityStore
 from bot.storage.centers import CenterStore
@@ -95,7 +97,8 @@ class Services:
     # What a role builds besides (build_services): None where the process has no use for it.
     pipeline: Pipeline | None = None  # the web's message path
     deferred_pipeline: Pipeline | None = None  # the workers': the same steps, on DEFERRED_TURN_S
-    library: Library | None = None  # adds and removes documents (web and CLI)
+    library: Library | None = None  # adds and removes documents (web, CLI and workers)
+    sites: Sites | None = None  # the business's websites as sources (web, CLI and workers: the sync job)
     retriever: Retriever | None = None  # searches them (the message path, previews)
 
 
@@ -229,8 +232,9 @@ def build_services(
     retriever = Retriever(knowledge, counter, settings, embedder, gate_embedder) if answers or role == "cli" else None
     services = Services(settings, client, store, facts, meta, entities, usage, llm, counter, prompts, jobs, users,
                         handover, activity, knowledge, embedder, gate_embedder, deferred, retriever=retriever,
-                        library=Library(knowledge, counter, settings, embedder, gate_embedder)
-                        if role in ("web", "cli") else None)
+                        library=Library(knowledge, counter, settings, embedder, gate_embedder))
+    assert services.library is not None
+    services.sites = Sites(SiteStore(client), services.library, settings)
     if answers:
         if role == "web":
             services.pipeline = message_path(services, media_source, full, settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S)

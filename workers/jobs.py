@@ -292,3 +292,20 @@ def entities_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any)
     user, token, final = _failed("entities", job, exc_type, exc)
     if final and user:
         services().store.release_trigger(user, ENTITIES, token)
+
+
+def sync_sites(periodic: bool = False) -> dict[str, Any]:
+    """Sync every website of the knowledge base (bot/jobs/sites.py); a periodic run schedules
+    the next one at its end, whatever happened."""
+    from bot.jobs.sites import schedule_sync
+
+    s = services()
+    assert s.sites is not None
+    if periodic:
+        s.sites.store.release_next()
+    try:
+        reports = s.sites.sync_all(actor="scheduler" if periodic else "sync_now")
+    finally:
+        if periodic or s.settings.KB_SYNC_INTERVAL:
+            schedule_sync(s.jobs.connection, s.sites.store, s.settings.KB_SYNC_INTERVAL)
+    return {"sites": len(reports), "failed": sum(r.failed for r in reports)}

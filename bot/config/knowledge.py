@@ -73,6 +73,18 @@ class KnowledgeSettings(BaseModel):
     # two texts 0.75-0.9, so a raw threshold cannot tell a joke from a question; the margin can.
     # Tuned on the tuning half of `whatsapp-bot eval knowledge`.
     KNOWLEDGE_MIN_MARGIN: float = Field(default=0.09, ge=0.0, le=1.0)
+    # The business's website as a source (`kb add https://…`, docs/knowledge.md): the most
+    # pages one site may bring, how many links deep a crawl from its root goes, and the most
+    # bytes one page may take (a bigger one is stopped as it arrives).
+    KB_CRAWL_MAX_PAGES: int = Field(default=200, ge=1, le=5000)
+    KB_CRAWL_MAX_DEPTH: int = Field(default=3, ge=0, le=10)
+    KB_CRAWL_MAX_BYTES: int = Field(default=2 * 1024 * 1024, ge=1024, le=50 * 1024 * 1024)
+    # How often every site is synced on the RQ scheduler (seconds; 0: only `kb sync` and the
+    # console's "sync now"). An unchanged page costs a conditional GET and nothing else.
+    KB_SYNC_INTERVAL: int = Field(default=86_400, ge=0)
+    # Fetch sites on private, loopback or link-local addresses (a site on the business's own
+    # network; `make run`'s stand-in site). Off: only public addresses, checked at every hop.
+    KB_ALLOW_PRIVATE_URLS: bool = False
 
     @field_validator("KNOWLEDGE_LANGUAGE", mode="before")
     @classmethod

@@ -54,6 +54,8 @@ def describe(settings: Settings, env: dict[str, str], chosen: dict[str, str], co
         f"  replies  {replies}",
         f"  webhook  http://127.0.0.1:{port}/whatsapp  (public: {public})",
         f"  console  {console_line(env, console)}",
+        *([f"  website  {env['OPENAI_BASE_URL'].removesuffix('/v1')}/site/  (the stand-in's bakery site: "
+           f"kb add it; KB_ALLOW_PRIVATE_URLS is on for it)"] if env.get("MODEL_STANDIN") == "true" else []),
         f"  sizing   {sizing_line(env)}",
         "  waiting for the webhook, the workers and the console to answer…   stop: Ctrl-C",
         "=" * 72,

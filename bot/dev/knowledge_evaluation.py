@@ -49,7 +49,10 @@ from bot.storage.knowledge import KnowledgeStore, StoredChunk
 
 DATA_DIR = Path(__file__).resolve().parent / "eval_data" / "knowledge"
 #: The question files, by set name.
-SETS = {"words": "questions.json", "meaning": "questions_hard.json", "offtopic": "questions_offtopic.json"}
+SETS = {"words": "questions.json", "meaning": "questions_hard.json", "offtopic": "questions_offtopic.json",
+        "site": "questions_site.json"}
+#: The stand-in website (bot/dev/standin_site.py), added as `kb add <its root>` adds a site.
+SITE_DIR = "site"
 #: Documents only the `meaning` set asks about (added with the others).
 EXTRA_MANIFEST = "manifest_hard_extra.json"
 #: On the held-out halves, with embeddings (docs/semantic.md): the answering passage injected
@@ -90,6 +93,27 @@ def load_set(directory: Path | None = None) -> tuple[list[dict[str, Any]], list[
             questions.append(Question(q["id"], q["lang"], q["question"], q.get("answers", []), name, split,
                                       q.get("kind", ""), q.get("negative", "") if not q.get("answers") else ""))
     return manifest, questions
+
+
+def add_site(client: Any, library: Library, settings: Any) -> dict[str, str]:
+    """Serve the stand-in website on 127.0.0.1, add it by its root through the production
+    path (robots.txt, links, conditional GETs), and return its documents' labels
+    ("site/news.html")."""
+    from bot.dev.standin_site import SiteServer
+    from bot.knowledge.sites import Sites
+    from bot.storage.sites import SiteStore
+
+    server = SiteServer()
+    try:
+        sites = Sites(SiteStore(client), library, settings.model_copy(update={"KB_ALLOW_PRIVATE_URLS": True}))
+        report = sites.add(server.url)
+    finally:
+        server.stop()
+    labels = {}
+    for url, page in report.site.pages.items():
+        rest = url.split("/site/", 1)[1] if "/site/" in url else ""
+        labels[page.doc_id] = f"{SITE_DIR}/{rest or 'index.html'}"
+    return labels
 
 
 def _fold(text: str) -> str:
@@ -216,6 +240,8 @@ def run_knowledge_eval(services: Services, directory: Path | None = None) -> dic
                     result = library.add(path.read_bytes(), source=doc["file"], title=doc.get("title"),
                                          language=doc.get("language"), actor="eval")
                     sources[result.doc.id] = doc["file"]
+                if (directory / SITE_DIR).is_dir():
+                    sources.update(add_site(client, library, settings))
                 retriever = Retriever(store, services.counter, settings, embedder,
                                       services.gate_embedder if embedder is not None else None)
                 report[mode] = report_rows(score(questions, retriever, sources))

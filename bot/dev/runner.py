@@ -47,7 +47,7 @@ DEV_ENV = RUN_DIR / "dev.env"
 #: Written to .run/dev.env for the CLI: where this bot is; never the operator's secrets.
 SHARED = ("REDIS_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", "OPENAI_BASE_URL", "OPENAI_MODEL", "EXTRACTION_MODEL", "MODEL_STANDIN",
           "PUBLIC_BASE_URL", "PORT", "TWILIO_API_BASE_URL", "TWILIO_ACCOUNT_SID", "EMBEDDING_PORT", "EMBEDDING_MODEL",
-          "EMBEDDING_BASE_URL")
+          "EMBEDDING_BASE_URL", "EMBEDDING_GATE_BASE_URL", "KB_ALLOW_PRIVATE_URLS")
 #: A placeholder while checking settings, for what this runner starts itself.
 PENDING = "http://127.0.0.1:1/pending"
 #: Development sizing, unless set: one web process, two workers (production's are the
@@ -128,6 +128,9 @@ class Runner:
             )
             self.children.append(standin)
             chosen.update(OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1", MODEL_STANDIN="true")
+            # its stand-in website (bot/dev/standin_site.py) is on loopback: `kb add` may read it
+            if not env.get("KB_ALLOW_PRIVATE_URLS"):
+                chosen["KB_ALLOW_PRIVATE_URLS"] = "true"
         if not env.get("EMBEDDING_PORT") and not port_free(settings.EMBEDDING_PORT):
             chosen["EMBEDDING_PORT"] = str(free_port())  # another run's `embed` has the default
         if not env.get("TWILIO_AUTH_TOKEN"):

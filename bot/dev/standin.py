@@ -43,7 +43,8 @@ from bot.dev.standin_facts import extract_request_facts
 from bot.dev.standin_given import given, summary_reply
 from bot.dev.standin_images import InvalidImage, SeenImage, message_images, text_parts
 from bot.dev.standin_tasks import TASK_SCHEMA_NAME, extract_request_task
-from bot.dev.standin_knowledge import embeddings, reference_reply
+from bot.dev.standin_knowledge import EmbeddingRequests, reference_reply
+from bot.dev.standin_site import send_site
 from bot.llm.tokens import TokenCounter
 from bot.observability.logs import configure_logging
 
@@ -102,7 +103,7 @@ class StandinModel:
         self._requests: list[dict[str, Any]] = []
         self._reported: list[dict[str, Any]] = []
         self._transcriptions: list[dict[str, Any]] = []
-        self._embedded: list[tuple[str, str]] = []  # (model, text) of each embeddings request
+        self.embedding_requests = EmbeddingRequests()  # what its embeddings API was asked for
         #: The file names of the transcriptions stopped because their client went away (a
         #: timeout on its side), oldest first.
         self.cancelled: list[str] = []
@@ -144,17 +145,7 @@ class StandinModel:
 
     def embedded(self) -> list[tuple[str, str]]:
         """Return the (model, text) of every text its embeddings API was asked for, oldest first."""
-        with self._lock:
-            return list(self._embedded)
-
-    def embed(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """Answer an embeddings request, and record its texts (with record="full")."""
-        status, answer = embeddings(body)
-        if status == 200 and self.record == "full":
-            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-            with self._lock:
-                self._embedded += [(str(body.get("model")), t) for t in texts]
-        return status, answer
+        return self.embedding_requests.texts()
 
     def transcriptions(self) -> list[dict[str, Any]]:
         """Return the fields of the transcription requests received so far (never the audio)."""
@@ -169,7 +160,7 @@ class StandinModel:
             self._requests.clear()
             self._reported.clear()
             self._transcriptions.clear()
-            self._embedded.clear()
+            self.embedding_requests.clear()
             self.cancelled.clear()
 
     # -- answering ---------------------------------------------------------------------
@@ -330,7 +321,7 @@ class StandinModel:
                     self._send(200, {"requests": model.requests()})
                 elif self.path == "/_standin/transcriptions":
                     self._send(200, {"transcriptions": model.transcriptions()})
-                else:
+                elif not send_site(self):  # the stand-in website, for the tour (bot/dev/standin_site.py)
                     self._send(404, {"error": {"message": "not found"}})
 
             def _send_later(self, status: int, payload: Any, delay: float) -> None:
@@ -363,7 +354,7 @@ class StandinModel:
                 if self.path.rstrip("/") == "/v1/chat/completions":
                     self._send_later(*model.answer(body))
                 elif self.path.rstrip("/") == "/v1/embeddings":
-                    self._send_later(*model.embed(body), model.latency_s)
+                    self._send_later(*model.embedding_requests.answer(body, model.record == "full"), model.latency_s)
                 elif self.path == "/_standin/script":
                     model.script(*body.get("steps", []))
                     self._send(200, {"queued": len(body.get("steps", []))})

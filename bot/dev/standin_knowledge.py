@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import threading
 import unicodedata
 from typing import Any
 
@@ -59,3 +60,29 @@ def reference_reply(messages: list[dict[str, Any]], notice: str, context: str = 
         first = " ".join(body.split())[:220]
         return f"{notice} From the reference ({source}): {first}" + (f" {context}" if context else "")
     return None
+
+
+class EmbeddingRequests:
+    """The stand-in's embeddings API, and what it was asked for: (model, text), oldest first
+    (a test reads what a turn embedded)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._texts: list[tuple[str, str]] = []
+
+    def answer(self, body: dict[str, Any], record: bool = True) -> tuple[int, dict[str, Any]]:
+        """Answer one request, and record its texts."""
+        status, answer = embeddings(body)
+        if status == 200 and record:
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            with self._lock:
+                self._texts += [(str(body.get("model")), t) for t in texts]
+        return status, answer
+
+    def texts(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._texts)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._texts.clear()

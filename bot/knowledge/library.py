@@ -144,12 +144,14 @@ class Library:
             raise KnowledgeError(f"{name}: {size:,} bytes is over KNOWLEDGE_MAX_DOC_BYTES ({cap:,}); split it")
 
     def add(self, data: bytes, *, source: str, title: str | None = None, language: str | None = None,
-            actor: str = "cli") -> AddResult:
-        """Add one document from its bytes (source: the path or file name it came from).
-        Nothing is written unless all of it fits the caps."""
-        name = Path(source).name
+            actor: str = "cli", kind: str | None = None) -> AddResult:
+        """Add one document from its bytes (source: the path or file name it came from, or a
+        web page's URL, whose kind comes from its Content-Type). Nothing is written unless all
+        of it fits the caps."""
+        web = "://" in source
+        name = source if web else Path(source).name
         self._check_size(name, len(data))
-        kind = kind_of(name)
+        kind = kind or kind_of(name)
         if kind is None:
             raise KnowledgeError(f"{name}: only Markdown (.md), text (.txt), HTML (.html) and PDF (.pdf) are read")
         language = check_language(language)
@@ -203,12 +205,13 @@ class Library:
 
     @staticmethod
     def _existing(stored: dict[str, DocRecord], source: str, title: str) -> DocRecord | None:
-        """Return the stored document this one replaces: the same path, else the same title."""
+        """Return the stored document this one replaces: the same path, else the same title
+        (a web page only by its URL: a site's pages often share a title)."""
         docs = stored.values()
         same_path = [d for d in docs if d.source and d.source == source]
-        if same_path:
-            return same_path[0]
-        same_title = [d for d in docs if d.title.casefold() == title.casefold()]
+        if same_path or "://" in source:
+            return same_path[0] if same_path else None
+        same_title = [d for d in docs if d.title.casefold() == title.casefold() and "://" not in d.source]
         return same_title[0] if same_title else None
 
     @staticmethod

@@ -32,7 +32,21 @@ def cmd_kb(services: Services, args: argparse.Namespace) -> int:
 
 
 def kb_add(services: Services, args: argparse.Namespace) -> int:
-    """Add files or folders; each line says added, replaced or unchanged."""
+    """Add files or folders, or websites (a page, a sitemap or a site's root); each line says
+    what happened."""
+    urls = [p for p in args.paths if p.lower().startswith(("http://", "https://"))]
+    if urls:
+        if len(urls) != len(args.paths):
+            print("give either files and folders, or web addresses, not both")
+            return 2
+        reports = [services.sites.add(url, language=args.language) for url in urls]
+        if args.json:
+            print(json.dumps([r.to_public() for r in reports], indent=2, ensure_ascii=False))
+        else:
+            for report in reports:
+                print_sync(report)
+        schedule_site_sync(services)
+        return 1 if any(not r.site.pages for r in reports) else 0
     results = services.library.add_paths([Path(p) for p in args.paths], title=args.title, language=args.language)
     if args.json:
         print(json.dumps([r.to_public() for r in results], indent=2, ensure_ascii=False))
@@ -43,6 +57,66 @@ def kb_add(services: Services, args: argparse.Namespace) -> int:
               + (f", {doc.language}" if doc.language else ""))
     if not results:
         print("no readable files (.md, .txt, .html, .pdf) found")
+    return 0
+
+
+def print_sync(report: Any) -> None:
+    """Print what one site's sync did, and its errors."""
+    site = report.site
+    print(f"site {site.id}  {site.url}  ({site.mode}): {len(site.pages)} page(s); {report.added} added, "
+          f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed, {report.failed} failed")
+    for error in report.errors[:20]:
+        print(f"  ! {error}")
+
+
+def schedule_site_sync(services: Services) -> None:
+    """Make sure the periodic sync is scheduled (KB_SYNC_INTERVAL; docs/knowledge.md)."""
+    from bot.jobs.sites import schedule_sync
+
+    assert services.sites is not None
+    schedule_sync(services.jobs.connection, services.sites.store, services.settings.KB_SYNC_INTERVAL)
+
+
+def kb_sync(services: Services, args: argparse.Namespace) -> int:
+    """Sync every site now (or one), with conditional GETs: only changed pages cost anything."""
+    sites = services.sites.sites()
+    if args.site:
+        sites = [s for s in sites if s.id == args.site]
+        if not sites:
+            print(f"no site {args.site!r} (see `kb sites`)")
+            return 1
+    if not sites:
+        print("no websites in the knowledge base (add one: kb add https://…)")
+        return 0
+    reports = [services.sites.sync(site) for site in sites]
+    if args.json:
+        print(json.dumps([r.to_public() for r in reports], indent=2, ensure_ascii=False))
+    else:
+        for report in reports:
+            print_sync(report)
+    return 0
+
+
+def kb_sites(services: Services, args: argparse.Namespace) -> int:
+    """List the websites, or remove one with every document its pages became."""
+    if args.remove:
+        if not services.sites.remove(args.remove):
+            print(f"no site {args.remove!r} (see `kb sites`)")
+            return 1
+        print(f"removed site {args.remove} and its pages' documents")
+        return 0
+    sites = [s.to_public() for s in services.sites.sites()]
+    if args.json:
+        print(json.dumps(sites, indent=2, ensure_ascii=False))
+        return 0
+    if not sites:
+        print("no websites in the knowledge base (add one: kb add https://…)")
+    for site in sites:
+        synced = _when(site["synced_at"]) if site["synced_at"] else "never"
+        print(f"{site['id']:20} {site['url']}  {site['mode']}, {site['pages']} page(s), synced {synced}"
+              + (f", {len(site['errors'])} error(s)" if site["errors"] else ""))
+        for error in site["errors"][:5]:
+            print(f"  ! {error}")
     return 0
 
 
@@ -135,6 +209,7 @@ def print_reference(reference: Reference) -> None:
 
 ACTIONS: dict[str, Callable[[Services, argparse.Namespace], int]] = {
     "add": kb_add, "list": kb_list, "show": kb_show, "remove": kb_remove, "search": kb_search, "reembed": kb_reembed,
+    "sync": kb_sync, "sites": kb_sites,
 }
 
 
@@ -143,8 +218,9 @@ def add_parsers(sub: Any, e164: Callable[[str], str]) -> None:
     del e164  # the knowledge base belongs to the business, not to a user
     kb = sub.add_parser("kb", help="the knowledge base: the business's documents the bot answers from")
     actions = kb.add_subparsers(dest="action", required=True)
-    add = actions.add_parser("add", help="add or replace documents (.md, .txt, .html, .pdf, or folders of them)")
-    add.add_argument("paths", nargs="+", help="files or folders")
+    add = actions.add_parser("add", help="add or replace documents (.md, .txt, .html, .pdf, or folders of them), "
+                                         "or a website: a page, a sitemap.xml or the site's root")
+    add.add_argument("paths", nargs="+", help="files or folders, or http(s) addresses")
     add.add_argument("--title", help="the document's title (one file only); default: its own, else the file name")
     add.add_argument("--language", help="for stemming: en, pt, es, fr, de… (default: KNOWLEDGE_LANGUAGE)")
     add.add_argument("--json", action="store_true", help="print JSON")
@@ -157,6 +233,12 @@ def add_parsers(sub: Any, e164: Callable[[str], str]) -> None:
     remove.add_argument("doc_id")
     reembed = actions.add_parser("reembed", help="embed again with EMBEDDING_MODEL (after changing it)")
     reembed.add_argument("--all", action="store_true", help="every document, not only those of another model")
+    sync = actions.add_parser("sync", help="read the websites again now (only changed pages cost anything)")
+    sync.add_argument("site", nargs="?", help="one site's id (default: every site)")
+    sync.add_argument("--json", action="store_true", help="print JSON")
+    sites = actions.add_parser("sites", help="list the websites, with their pages, last sync and errors")
+    sites.add_argument("--remove", metavar="SITE", help="remove a site and every document its pages became")
+    sites.add_argument("--json", action="store_true", help="print JSON")
     search = actions.add_parser("search", help="what a message would get, with scores")
     search.add_argument("question")
     search.add_argument("--json", action="store_true", help="print JSON")

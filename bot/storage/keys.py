@@ -93,6 +93,13 @@ KB_CHUNKS_KEY = f"knowledge:{KB_TAG}:chunks"
 KB_VECTORS_KEY = f"knowledge:{KB_TAG}:vectors"
 #: ...and "~anchor#<n>" -> the same, for the dense gate's baseline passages (bot/llm/anchors.py).
 KB_ANCHOR_PREFIX = "~anchor#"
+#: hash: site id -> record JSON (the business's website as a source: its start URL, its pages
+#: with their documents and validators, the last sync and its errors; bot/storage/sites.py).
+KB_SITES_KEY = f"knowledge:{KB_TAG}:sites"
+#: string, with a TTL: held while a sync runs (one at a time), and while the next one is
+#: scheduled (one scheduled at a time).
+KB_SYNC_LOCK_KEY = f"knowledge:{KB_TAG}:sync_lock"
+KB_SYNC_NEXT_KEY = f"knowledge:{KB_TAG}:sync_next"
 KB_KEYS = (KB_META_KEY, KB_DOCS_KEY, KB_CHUNKS_KEY, KB_VECTORS_KEY)
 
 # The prefixes by name, for the code that builds one key at a time.

@@ -82,6 +82,13 @@ def test_every_page_fits_without_sideways_scroll(open_page, base, console_app, r
         f.key: f.to_json() for f in (fact("name", "Ana"), fact("allergies", "peanuts", category="health"),
                                      fact("favourite_long_word", "Pneumonoultramicroscopicsilicovolcanoconiosis"))})
     console_app.extensions["bot.services"].library.add(HOURS, source="opening-hours.md", language="en", actor="test")
+    from bot.storage.sites import PageRecord, SiteRecord, SiteStore
+
+    SiteStore(redis_client).put(SiteRecord(  # a website with a long address and an error
+        "casa-lumi-example", "https://www.casa-lumi-padaria-e-pastelaria.example/pt/lojas-e-horarios/", "crawl",
+        synced_at=1_700_000_000.0, pages={"https://www.casa-lumi-padaria-e-pastelaria.example/pt/": PageRecord("x")},
+        errors=["https://www.casa-lumi-padaria-e-pastelaria.example/pt/privado/: disallowed by robots.txt"],
+        last={"added": 1, "changed": 0, "removed": 0}))
     page = open_page(viewport={"width": width, "height": 800})
     sign_in(page, base)
     for name, url in pages(base).items():

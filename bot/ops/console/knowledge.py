@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import structlog
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -23,6 +24,7 @@ from bot.ops.console.auth import login_required
 from bot.ops.console.helpers import actor, services, settings
 from bot.ops.console.stats import size
 
+log = structlog.get_logger(__name__)
 bp = Blueprint("knowledge", __name__, url_prefix="/knowledge")
 # A document's id is `ident` in the paths, as a job's is on the queues page (the access tests
 # fill every console path's variables from one list of sample values).
@@ -162,7 +164,22 @@ def index() -> ResponseReturnValue:
         languages=sorted(LANGUAGES.items()), default_language=settings().KNOWLEDGE_LANGUAGE,
         max_doc_bytes=settings().KNOWLEDGE_MAX_DOC_BYTES, accept=ACCEPT, size=size,
         language_label=language_label, chunks_label=chunks_label,
+        sites=[site.to_public() for site in s.sites.sites()] if s.sites is not None else [],
+        sync_every=every(settings().KB_SYNC_INTERVAL),
     )
+
+
+def every(seconds: int) -> str:
+    """Return how often the sites are synced, as a person says it."""
+    if seconds <= 0:
+        return "never on their own (KB_SYNC_INTERVAL=0: use Sync now)"
+    if seconds % 86_400 == 0:
+        days = seconds // 86_400
+        return "day" if days == 1 else f"{days} days"
+    if seconds % 3600 == 0:
+        hours = seconds // 3600
+        return "hour" if hours == 1 else f"{hours} hours"
+    return f"{seconds:,} seconds"
 
 
 @bp.get("/<ident>")
@@ -200,6 +217,22 @@ def add() -> ResponseReturnValue:
     else:
         flash(f"{result.status.capitalize()} {doc.id} ({chunks_label(doc.chunks)}).", "ok")
     return _to_index("documents")
+
+
+@bp.post("/sites/sync")
+@login_required
+def sync() -> ResponseReturnValue:
+    """Queue a sync of every website now (the workers run it)."""
+    from bot.jobs.sites import sync_now
+
+    s = services()
+    if s.sites is None or not s.sites.sites():
+        flash("Nothing to sync: the knowledge base has no websites.", "error")
+        return _to_index("sites")
+    job = sync_now(s.jobs.connection)
+    log.info("audit.kb_sync_requested", actor=actor(), job=job)
+    flash("Sync queued: the workers read every site again now; this page shows it when it is done.", "ok")
+    return _to_index("sites")
 
 
 @bp.post("/<ident>/remove")

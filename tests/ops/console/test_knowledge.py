@@ -262,3 +262,29 @@ def test_document_text_is_never_logged_at_info(console_app, console) -> None:  #
         console.get(f"{PAGE}/staff-notes")
     assert logs and all("4711" not in repr(e) and "espresso" not in repr(e)
                         for e in logs if e.get("log_level") not in ("debug",))
+
+
+def test_the_websites_are_listed_and_synced_on_demand(console_app, console, redis_client) -> None:  # type: ignore[no-untyped-def]
+    from rq import Queue
+
+    from bot.jobs.queue import FACTS_QUEUE
+    from bot.storage.sites import PageRecord, SiteRecord, SiteStore
+
+    page = console.get(PAGE).get_data(as_text=True)
+    assert "No websites yet" in page and "kb add https://" in page
+    assert "Nothing to sync" in flashed(console, post(console, f"{PAGE}/sites/sync", {}, page=PAGE))
+    site = SiteRecord("shop-test", "https://shop.test/", "crawl", added_at=1.0, synced_at=1_700_000_000.0,
+                      pages={"https://shop.test/": PageRecord("casa-lumi")},
+                      errors=["https://shop.test/private/: disallowed by robots.txt"],
+                      last={"added": 1, "changed": 0, "removed": 0})
+    SiteStore(redis_client).put(site)
+    page = console.get(PAGE).get_data(as_text=True)
+    sites = page.split('id="sites"')[1].split("</section>")[0]
+    assert "shop-test" in sites and "https://shop.test/" in sites and "its links" in sites
+    assert '<td class="num" data-label="Pages">1</td>' in sites and "1 error</summary>" in sites
+    assert "disallowed by robots.txt" in sites and "Synced every day" in sites
+    before = Queue(FACTS_QUEUE, connection=console_app.extensions["bot.services"].jobs.connection).count
+    assert "Sync queued" in flashed(console, post(console, f"{PAGE}/sites/sync", {}, page=PAGE))
+    assert Queue(FACTS_QUEUE, connection=console_app.extensions["bot.services"].jobs.connection).count == before + 1
+    # a form without its CSRF token changes nothing
+    assert console.post(f"{PAGE}/sites/sync").status_code == 400
