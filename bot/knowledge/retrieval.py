@@ -27,6 +27,8 @@ from bot.storage.knowledge import KnowledgeStore
 
 log = structlog.get_logger(__name__)
 
+#: How long a preview's embeddings may take (nobody waits on a preview's reply).
+PREVIEW_DEADLINE_S = 5.0
 #: Hits considered for a question (the picked ones come first; the rest explain the cut-off).
 CONSIDERED = 8
 
@@ -119,8 +121,7 @@ class Retriever:
         `vector` and `gate_vector` give the question's vectors (the turn's, read after BM25);
         without them the question is embedded here, within deadline_s."""
         if vector is None:
-            budget = self.settings.EMBEDDING_DEADLINE_S if deadline_s is None else min(
-                self.settings.EMBEDDING_DEADLINE_S, deadline_s)
+            budget = self.settings.EMBEDDING_DEADLINE_S if deadline_s is None else deadline_s
             vector = lambda: self.question_vector(index, question, budget)  # noqa: E731 (read after BM25)
             if gate_vector is None:
                 gate_vector = lambda: self.question_vector(index, question, budget, gate=True)  # noqa: E731
@@ -131,6 +132,8 @@ class Retriever:
                                gate=gate)
 
     def preview(self, question: str) -> Reference:
-        """Return what a message would get now (the operator's `kb search` and previews)."""
-        return self.search(question, self.index())
+        """Return what a message would get now (the operator's `kb search` and previews): no
+        user waits, so the question's embeddings may take PREVIEW_DEADLINE_S (a fresh CLI
+        process connects and loads the client first)."""
+        return self.search(question, self.index(), deadline_s=PREVIEW_DEADLINE_S)
 

@@ -122,6 +122,10 @@ def load_models(threads: int | None) -> dict[str, Model]:
 
     e5 = E5(num_threads=threads)
     use = USE(threads=threads or 1)
+    # USE reads its weights at its first call: pay that here, before /health answers, not
+    # on the first message or document
+    e5.encode(["warm"], True)
+    use.encode(["warm"])
     return {
         LOCAL_EMBEDDING_MODEL: Model(LOCAL_EMBEDDING_MODEL, lambda texts, query: np.atleast_2d(e5.encode(texts, query)),
                                      e5.token_count),

@@ -17,6 +17,10 @@ from playwright.sync_api import expect
 from tests.conftest import USER, inbound_form, sign
 from tests.ops.console.support import TOKEN
 
+#: A click whose page does real work (a document embedded by both models, a question
+#: searched) waits this long for its page: a ceiling only a hang reaches on a busy machine.
+WORK_MS = 60_000
+
 #: Only ever talk to 127.0.0.1, whatever proxy the environment names.
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -200,12 +204,12 @@ class KnowledgePage(Console):
         form.get_by_label(re.compile(r"^Title")).fill(title)
         if language:
             form.get_by_label("Language").select_option(language)
-        form.get_by_role("button", name="Add document").click()
+        form.get_by_role("button", name="Add document").click(timeout=WORK_MS)  # it embeds the document
 
     def search(self, question: str) -> None:
         form = self.section("Try a search")
         form.get_by_label("Question").fill(question)
-        form.get_by_role("button", name="Search").click()
+        form.get_by_role("button", name="Search").click(timeout=WORK_MS)  # it embeds the question
 
     def results(self) -> Any:
         """The search's card: what would be injected, and every chunk considered."""
