@@ -245,7 +245,13 @@ def run_knowledge_eval(services: Services, directory: Path | None = None) -> dic
                 retriever = Retriever(store, services.counter, settings, embedder,
                                       services.gate_embedder if embedder is not None else None)
                 report[mode] = report_rows(score(questions, retriever, sources))
-                report[mode]["chunks"] = len(retriever.index())
+                index = retriever.index()
+                report[mode]["chunks"] = len(index)
+                if embedder is not None and (not index.has_vectors or (retriever.gate is not None and not index.has_gate)):
+                    report[mode]["warning"] = ("the embedding models did not answer when the documents were added "
+                                               f"({len(index.vector_positions)} of {len(index)} chunks with vectors, "
+                                               f"{len(index.gate_positions)} with the gate model's): is the `embed` "
+                                               "process running?")
         finally:
             embedded.stop()
     words = report["bm25"]["slices"].get("words", report["bm25"])
@@ -275,6 +281,8 @@ def print_knowledge_report(report: dict[str, Any]) -> None:
             print("\nhybrid: not run (EMBEDDING_MODEL=off)")
             continue
         print(f"\n{mode}: {r['questions']} questions, {r['chunks']} chunks")
+        if r.get("warning"):
+            print(f"  WARNING: {r['warning']}")
         for name, m in named_slices(r):
             print(_line(name, m))
         for row in r["misses"]:

@@ -284,3 +284,37 @@ def test_the_sync_runs_as_a_job_and_one_periodic_sync_is_scheduled(site, make_se
     assert plain.sites is not None
     with pytest.raises(KnowledgeError, match="private_address"):  # without the setting: refused
         plain.sites.add(f"http://127.0.0.1:{port}/hours")
+
+
+@pytest.mark.cluster
+def test_the_site_records_and_the_sync_notes_on_any_topology(redis_client) -> None:  # type: ignore[no-untyped-def]
+    from bot.storage.keys import KB_SITES_KEY
+    from bot.storage.sites import PageRecord, SiteRecord
+
+    store = SiteStore(redis_client)
+    site = SiteRecord("shop-test", "https://shop.test/", "crawl", "pt", added_at=1.0,
+                      pages={"https://shop.test/": PageRecord("casa-lumi", '"e1"', "Tue, 01 Dec 2026 10:00:00 GMT",
+                                                              ["https://shop.test/hours"])})
+    store.put(site)
+    assert store.get("shop-test") == site and list(store.all()) == ["shop-test"]
+    redis_client.hset(KB_SITES_KEY, "broken", "{not json")  # an unreadable record is skipped, never fatal
+    assert list(store.all()) == ["shop-test"] and store.get("nope") is None
+    assert store.lock_sync("a", 60) and not store.lock_sync("b", 60)
+    store.unlock_sync("b")  # not the holder: the lock stays
+    assert not store.lock_sync("c", 60)
+    store.unlock_sync("a")
+    assert store.lock_sync("c", 60)
+    assert store.claim_next(2e9, 60) and not store.claim_next(2e9, 60)
+    store.release_next()
+    assert store.claim_next(2e9, 60)
+    assert store.remove("shop-test") and not store.remove("shop-test") and store.get("shop-test") is None
+
+
+def test_removing_a_site_removes_its_pages_documents(sites, site) -> None:  # type: ignore[no-untyped-def]
+    manager, library, _ = sites
+    site[0].sitemap = ["/hours", "/news"]
+    manager.add("http://shop.test/sitemap.xml")
+    manager.library.add(b"# FAQ\n\nWe deliver to Gaia.", source="faq.md")  # a file stays
+    (record,) = manager.sites()
+    assert manager.remove(record.id) and not manager.remove(record.id)
+    assert [d.source for d in library.documents()] == ["faq.md"] and manager.sites() == []
