@@ -197,12 +197,13 @@ def main() -> int:
         tmp_path = Path(tmp)
         queue_redis = start_embedded_redis(tmp_path / "queue" / "q.db", tcp=True)
         cluster = start_redis_cluster(tmp_path / "cluster") if args.topology == "cluster" else None
-        model_port, port = free_port(), free_port()
+        model_port, port, embed_port = free_port(), free_port(), free_port()
         (tmp_path / "prom").mkdir()
         env = {
             **tag_env, "REDIS_URL": cluster.url if cluster else queue_redis.url,
             "QUEUE_REDIS_URL": queue_redis.url, "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
             "OPENAI_API_KEY": "bench", "TWILIO_AUTH_TOKEN": TOKEN, "PORT": str(port), "LOG_LEVEL": "WARNING",
+            "EMBEDDING_PORT": str(embed_port),  # the Procfile's `embed`, both models, its own port
             "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         }
