@@ -27,6 +27,9 @@ def test_the_gates_numbers_are_the_codes() -> None:
                  "KNOWLEDGE_TOP_K"):
         assert float(stated(name)) == float(getattr(knowledge, name)), name
     assert float(stated("KNOWLEDGE_MIN_MARGIN")) == Settings.model_fields["KNOWLEDGE_MIN_MARGIN"].default
+    from bot.knowledge.dense import TRANSLATION_COS
+
+    assert float(stated("TRANSLATION_COS")) == TRANSLATION_COS
     assert int(stated("KNOWLEDGE_MAX_TOKENS")) == Settings.model_fields["KNOWLEDGE_MAX_TOKENS"].default
     weights = knowledge.GATED_WEIGHTS
     assert (f"the gate model's\nranking {weights['gate']}, e5's {weights['vector']}, BM25's {weights['bm25']}"

@@ -131,7 +131,7 @@ def answers(question: Question, chunk: StoredChunk, sources: dict[str, str]) -> 
 
 def passed(considered: Considered) -> bool:
     """True when a hit went through the gate (whether or not it then fitted the budget)."""
-    return considered.reason not in ("below_min_score", "not_business")
+    return considered.reason not in ("below_min_score", "not_business", "translation")
 
 
 def score(questions: list[Question], retriever: Retriever, sources: dict[str, str]) -> list[dict[str, Any]]:
@@ -139,7 +139,7 @@ def score(questions: list[Question], retriever: Retriever, sources: dict[str, st
     index = retriever.index()
     rows: list[dict[str, Any]] = []
     for q in questions:
-        reference = retriever.search(q.question, index, deadline_s=5.0)
+        reference = retriever.search(q.question, index, deadline_s=5.0, language=q.lang)
         ranked = [c.hit for c in reference.considered if passed(c)]
         rank = next((i for i, hit in enumerate(ranked, start=1) if answers(q, hit.chunk, sources)), None)
         injected = [p.hit.chunk for p in reference.picked]

@@ -38,6 +38,7 @@ import Stemmer
 
 from bot.config.embeddings import LOCAL_EMBEDDING_MODEL
 from bot.config.knowledge import GATED_RRF_K, GATED_WEIGHTS, LANGUAGES, RRF_K
+from bot.knowledge.dense import Dense, dense_ranking, translations
 from bot.knowledge.gate import Gate, decide
 from bot.storage.knowledge import StoredChunk
 
@@ -147,6 +148,7 @@ class Hit:
     gate_similarity: float | None = None  # the gate model's cosine (with its vectors)
     gate_rank: int | None = None
     gate_margin: float | None = None
+    translation_of: str | None = None  # a hit that says the same in another language, given instead
 
 
 @dataclass(frozen=True)
@@ -155,16 +157,6 @@ class Found:
 
     hits: list[Hit]
     gate: Gate
-
-
-@dataclass(frozen=True)
-class _Dense:
-    """One model's ranking of the chunks for a question: rank, cosine, margin by position."""
-
-    rank: dict[int, int]
-    similarity: dict[int, float]
-    margin: dict[int, float]
-    best_margin: float
 
 
 @dataclass
@@ -205,6 +197,7 @@ class KnowledgeIndex:
         self.anchors = self._anchors(anchors, model, self.vectors)
         self.gate_vectors, self.gate_positions = self._vectors(gate_model) if model else (None, np.zeros(0, np.int64))
         self.gate_anchors = self._anchors(anchors, gate_model, self.gate_vectors)
+        self._gate_row = {int(p): row for row, p in enumerate(self.gate_positions.tolist())}
         self.build_s = time.perf_counter() - started
 
     def _languages_of(self, chunk: StoredChunk) -> list[str | None]:
@@ -314,33 +307,9 @@ class KnowledgeIndex:
         """Return the best chunks for a question, best first (find's hits)."""
         return self.find(question, limit, question_vector, gate_vector).hits
 
-    def _dense(self, vectors: np.ndarray | None, positions: np.ndarray, anchors: np.ndarray | None,
-               vector: bytes | None) -> _Dense | None:
-        """Return one model's ranking for a question's vector (None without one, or its vectors)."""
-        if vector is None or vectors is None:
-            return None
-        query = np.frombuffer(vector, dtype=np.float32)
-        if query.shape[0] != vectors.shape[1] or np.linalg.norm(query) == 0:
-            return None
-        query = query / np.linalg.norm(query)
-        sims = vectors @ query
-        # The question's mean cosine with passages about nothing the business does
-        # (bot/llm/anchors.py); with none stored, with every chunk.
-        baseline = float((anchors @ query).mean() if anchors is not None else sims.mean())
-        depth = min(FUSION_DEPTH, len(sims))
-        top = np.argpartition(-sims, depth - 1)[:depth]
-        order = top[np.argsort(-sims[top], kind="stable")]
-        dense = _Dense({}, {}, {}, float(sims[order[0]]) - baseline)
-        for rank, row in enumerate(order, start=1):
-            position = int(positions[row])
-            dense.rank[position] = rank
-            dense.similarity[position] = float(sims[row])
-            dense.margin[position] = float(sims[row]) - baseline
-        return dense
-
     def find(
         self, question: str, limit: int = 10, question_vector: bytes | Callable[[], bytes | None] | None = None,
-        gate_vector: bytes | Callable[[], bytes | None] | None = None,
+        gate_vector: bytes | Callable[[], bytes | None] | None = None, language: str | None = None,
     ) -> Found:
         """Return the best chunks for a question, best first, and the gate's decision: BM25
         alone, or fused by reciprocal rank with the vector rankings when the question's
@@ -355,10 +324,10 @@ class KnowledgeIndex:
         bm25_rank = {int(p): rank for rank, p in enumerate(ranked[:FUSION_DEPTH].tolist(), start=1)}
         lexical_at = np.full(len(self.chunks), -1, dtype=np.int64)  # chunk position -> its row above
         lexical_at[positions] = np.arange(len(positions))
-        empty = _Dense({}, {}, {}, 0.0)
-        dense = self._dense(self.vectors, self.vector_positions, self.anchors, question_vector)
-        gated = self._dense(self.gate_vectors, self.gate_positions, self.gate_anchors,
-                            gate_vector if self.has_gate else None) if dense is not None else None
+        empty = Dense({}, {}, {}, 0.0)
+        dense = dense_ranking(self.vectors, self.vector_positions, self.anchors, question_vector, FUSION_DEPTH)
+        gated = dense_ranking(self.gate_vectors, self.gate_positions, self.gate_anchors,
+                              gate_vector if self.has_gate else None, FUSION_DEPTH) if dense is not None else None
         vector, gate = dense or empty, gated or empty
         found_by_vectors = vector.rank.keys() | gate.rank.keys()
         # a chunk the vectors found below BM25's first FUSION_DEPTH still has its BM25 rank
@@ -380,13 +349,16 @@ class KnowledgeIndex:
             at = lexical_at[p]
             return (0.0, 0.0) if at < 0 else (float(coverage[at]), float(score[at]))
 
+        found = sorted(candidates, key=lambda p: (-fused(p), -words(p)[1], self.chunks[p].id))[:limit]
         hits = [
             Hit(self.chunks[p], *words(p), bm25_rank.get(p), vector.similarity.get(p), vector.rank.get(p),
                 vector.margin.get(p), fused(p), gate.similarity.get(p), gate.rank.get(p), gate.margin.get(p))
-            for p in candidates
+            for p in found
         ]
-        hits.sort(key=lambda h: (-h.fused, -h.score, h.chunk.id))
+        if gated is not None and self.gate_vectors is not None:  # a page in three languages counts once
+            rows = [self._gate_row.get(p) for p in found]
+            hits = translations(hits, [None if r is None else self.gate_vectors[r] for r in rows], language)
         best_words = float(score.max()) if len(score) else None
         decision = decide(dense.best_margin if dense else None, gated.best_margin if gated else None, best_words,
                           paired=self.model == LOCAL_EMBEDDING_MODEL)
-        return Found(hits[:limit], decision)
+        return Found(hits, decision)

@@ -53,7 +53,7 @@ class Considered:
     """A hit and why it was or was not picked."""
 
     hit: Hit
-    reason: str  # picked, cut_to_fit, below_min_score, not_business, over_budget, past_top_k
+    reason: str  # picked, cut_to_fit, below_min_score, not_business, translation, over_budget, past_top_k
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,7 @@ class Reference:
                     "gate_rank": c.hit.gate_rank,
                     "gate_margin": None if c.hit.gate_margin is None else round(c.hit.gate_margin, 3),
                     "fused": round(c.hit.fused, 5),
+                    "translation_of": c.hit.translation_of,
                 }
                 for c in self.considered
             ],
@@ -165,6 +166,9 @@ def pick(
             continue
         if decision != BUSINESS and not eligible(hit, limits):
             considered.append(Considered(hit, "below_min_score"))
+            continue
+        if hit.translation_of is not None and any(p.hit.chunk.id == hit.translation_of for p in picked):
+            considered.append(Considered(hit, "translation"))  # it says what a given passage says
             continue
         if len(picked) >= limits.top_k:
             considered.append(Considered(hit, "past_top_k"))

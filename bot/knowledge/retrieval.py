@@ -116,6 +116,7 @@ class Retriever:
     def search(
         self, question: str, index: KnowledgeIndex, deadline_s: float | None = None,
         vector: Callable[[], bytes | None] | None = None, gate_vector: Callable[[], bytes | None] | None = None,
+        language: str | None = None,
     ) -> Reference:
         """Return what would be injected for a question, and why each hit was or was not.
         `vector` and `gate_vector` give the question's vectors (the turn's, read after BM25);
@@ -125,7 +126,8 @@ class Retriever:
             vector = lambda: self.question_vector(index, question, budget)  # noqa: E731 (read after BM25)
             if gate_vector is None:
                 gate_vector = lambda: self.question_vector(index, question, budget, gate=True)  # noqa: E731
-        found = index.find(question, limit=CONSIDERED, question_vector=vector, gate_vector=gate_vector)
+        found = index.find(question, limit=CONSIDERED, question_vector=vector, gate_vector=gate_vector,
+                           language=language)
         embedded = any(h.margin is not None for h in found.hits)
         gate = found.gate if embedded else None
         return build_reference(question, index.version, found.hits, self.counter, self.limits, embedded=embedded,

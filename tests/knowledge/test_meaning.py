@@ -184,3 +184,21 @@ def test_the_restatement_is_what_both_models_embed(chat_with, model, services, s
     while not asked() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert asked() == [restated]
+
+
+def test_a_page_in_three_languages_is_given_once_in_the_users(make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
+    embedder, gate = make_embedder(make_settings()), make_gate_embedder(make_settings())
+    store = KnowledgeStore(redis_client)
+    library = Library(store, _counter(), make_settings(), embedder, gate)
+    for name, language in (("hours.md", "en"), ("horario.pt.md", "pt"), ("horario.es.md", "es")):
+        library.add((EVAL / name).read_bytes(), source=name, language=language)
+    retriever = Retriever(store, _counter(), make_settings(), embedder, gate)
+    for question, language, words in (("a loja da boavista abre ao sabado?", "pt", "Sábado: 08:00"),
+                                       ("la tienda de boavista abre los sabados?", "es", "Sábados: 08:00"),
+                                       ("does boavista open on saturdays?", "en", "Saturday: 08:00")):
+        reference = retriever.search(question, retriever.index(), deadline_s=5.0, language=language)
+        first = reference.picked[0].hit.chunk
+        assert first.language == language and words in first.text, (question, first.id)
+        boavista = [p for p in reference.picked if "Boavista" in p.hit.chunk.text.split("\n", 1)[0]]
+        assert len(boavista) == 1, [p.hit.chunk.id for p in reference.picked]  # its translations are not given
+        assert any(c.reason == "translation" and c.hit.translation_of == first.id for c in reference.considered)

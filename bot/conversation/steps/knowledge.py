@@ -34,7 +34,8 @@ class KnowledgeStep:
 
     name = "knowledge"
     records = False
-    reads = ("stored.claim", "stored.read_along", "heard.text", "found.task", "found.vector", "found.gate_vector")
+    reads = ("stored.claim", "stored.read_along", "heard.text", "heard.told", "found.task", "found.vector",
+             "found.gate_vector")
     writes = ("found.knowledge_rules", "found.reference_trace", "found.reference")
 
     def __init__(self, retriever: Retriever | None) -> None:
@@ -55,7 +56,8 @@ class KnowledgeStep:
         query = search_text(task, turn.heard.text)  # the task's restatement for the documents, when there is one
         # the turn's embeddings (the embed step), read after BM25; without them, words alone
         reference = self.retriever.search(query, index, vector=vector.get if vector else lambda: None,
-                                          gate_vector=gate.get if gate else lambda: None)
+                                          gate_vector=gate.get if gate else lambda: None,
+                                          language=turn.heard.told)  # of translations, the user's
         KNOWLEDGE_RETRIEVALS.labels(outcome="hit" if reference.hit else "miss").inc()
         log.info(
             "knowledge.retrieved",

@@ -88,7 +88,7 @@ def sentence(message: str) -> str:
 #: What a search's outcome codes mean, in an operator's words (the codes stay in the technical detail).
 OUTCOMES = {"picked": "given", "cut_to_fit": "given, shortened", "below_min_score": "too weak a match",
             "over_budget": "no room left in the prompt", "past_top_k": "enough passages already",
-            "not_business": "not about the business"}
+            "not_business": "not about the business", "translation": "a translation of one given"}
 
 
 def chunks_label(n: int) -> str:
@@ -116,6 +116,7 @@ def explain(reason: str) -> str:
         "cut_to_fit": "cut at a sentence to fit",
         "below_min_score": below,
         "not_business": "the message is not about the business (the gate model, EMBEDDING_GATE_MODEL): no passage goes in",
+        "translation": "it says what a passage given already says, in another language",
         "over_budget": f"the prompt's room for documents (KNOWLEDGE_MAX_TOKENS {s.KNOWLEDGE_MAX_TOKENS}) is full",
         "past_top_k": f"only the best {KNOWLEDGE_TOP_K} passages go in",
     }.get(reason, reason)
