@@ -65,8 +65,8 @@ def dense_ranking(vectors: np.ndarray | None, positions: np.ndarray, anchors: np
 
 def translations(hits: list[H], vectors: Sequence[np.ndarray | None], language: str | None) -> list[H]:
     """Group the hits (best first, each with its gate-model vector, normalized) that say the
-    same thing in different languages (a page the business publishes in three); keep one of
-    each group, the one in the message's language when there is one, at the group's best
+    same thing, in different languages (a page the business publishes in three) or twice in
+    one; keep one of each group, the one in the message's language when there is one, at the group's best
     place, and mark the others `translation_of` it, so the reference has room for other
     passages."""
     groups: list[list[int]] = []
@@ -74,8 +74,7 @@ def translations(hits: list[H], vectors: Sequence[np.ndarray | None], language: 
         if vector is None:
             continue
         for group in groups:
-            if any(hits[j].chunk.language != hits[i].chunk.language
-                   and float(vectors[j] @ vector) >= TRANSLATION_COS for j in group):  # type: ignore[operator]
+            if any(float(vectors[j] @ vector) >= TRANSLATION_COS for j in group):  # type: ignore[operator]
                 group.append(i)
                 break
         else:

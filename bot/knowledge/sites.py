@@ -31,6 +31,7 @@ from urllib.robotparser import RobotFileParser
 import structlog
 
 from bot.config import Settings
+from bot.config.knowledge import LANGUAGES
 from bot.knowledge.library import KnowledgeError, Library, check_language, slug
 from bot.knowledge.web_fetch import USER_AGENT, FetchError, Page, WebFetcher, normalize, split_url
 from bot.storage.sites import PageRecord, SiteRecord, SiteStore
@@ -50,26 +51,42 @@ _SKIP_SUFFIXES = re.compile(r"\.(?:jpe?g|png|gif|webp|svg|ico|css|js|mjs|json|zi
 
 
 class _Links(HTMLParser):
-    """The href of every <a> and the <link rel=canonical> of an HTML page."""
+    """The href of every <a> of an HTML page, and its <html lang>."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.hrefs: list[str] = []
+        self.lang = ""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "html" and not self.lang:
+            self.lang = (dict(attrs).get("lang") or "").split("-", 1)[0].strip().lower()
         if tag == "a":
             href = dict(attrs).get("href")
             if href:
                 self.hrefs.append(href)
 
 
-def page_links(page_url: str, data: bytes) -> list[str]:
-    """Return the page's same-origin http(s) links, normalized, in order, each once."""
+def read_html(data: bytes) -> _Links:
+    """Return what an HTML page links to and the language it says it is in."""
     parser = _Links()
     try:
         parser.feed(data.decode("utf-8", errors="replace"))
     except Exception:  # noqa: BLE001 (html.parser is lenient; a page never stops a sync)
         pass
+    return parser
+
+
+def page_language(data: bytes) -> str | None:
+    """Return the language an HTML page declares (<html lang="pt-PT"> -> "pt"), when it is
+    one we stem; None otherwise."""
+    lang = read_html(data).lang
+    return lang if lang in LANGUAGES else None
+
+
+def page_links(page_url: str, data: bytes) -> list[str]:
+    """Return the page's same-origin http(s) links, normalized, in order, each once."""
+    parser = read_html(data)
     origin = split_url(page_url)
     out: list[str] = []
     for href in parser.hrefs:
@@ -337,8 +354,10 @@ class Sites:
     def _store(self, site: SiteRecord, url: str, page: Page, before: PageRecord | None,
                report: SyncReport) -> PageRecord | None:
         links = page_links(page.url, page.data) if page.kind == "html" else []
+        # the site's language when the operator gave one, else the page's own <html lang>
+        language = site.language or (page_language(page.data) if page.kind == "html" else None)
         try:
-            result = self.library.add(page.data, source=url, language=site.language, actor=f"site:{site.id}",
+            result = self.library.add(page.data, source=url, language=language, actor=f"site:{site.id}",
                                       kind=page.kind)
         except KnowledgeError as err:
             report.errors.append(f"{url}: {str(err).removeprefix(url + ': ')}")

@@ -318,3 +318,12 @@ def test_removing_a_site_removes_its_pages_documents(sites, site) -> None:  # ty
     (record,) = manager.sites()
     assert manager.remove(record.id) and not manager.remove(record.id)
     assert [d.source for d in library.documents()] == ["faq.md"] and manager.sites() == []
+
+
+def test_a_page_says_its_own_language() -> None:
+    from bot.knowledge.sites import page_language
+
+    assert page_language(b'<html lang="pt-PT"><body>Ol\xc3\xa1</body></html>') == "pt"
+    assert page_language(b'<html lang="ES"><body>Hola</body></html>') == "es"
+    assert page_language(b"<html><body>hi</body></html>") is None
+    assert page_language(b'<html lang="xx"><body>?</body></html>') is None  # not one we stem
