@@ -191,6 +191,8 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=1000.0, help="the model's time per call")
     parser.add_argument("--drain-s", type=float, default=60.0, help="longest wait for background work")
     parser.add_argument("--topology", choices=["single", "cluster"], default="single")
+    parser.add_argument("--bare", action="store_true",
+                        help="the Procfile's web line serving a bare Flask app (bench/bare_app.py): the baseline")
     args = parser.parse_args()
     tag_env = tagged_env()
     with tempfile.TemporaryDirectory(prefix="bench-paced-") as tmp:
@@ -211,7 +213,12 @@ def main() -> int:
         model = subprocess.Popen([sys.executable, "-m", "bot.dev.standin", "--port", str(model_port),
                                   "--latency-ms", str(args.latency_ms), "--record", "usage"],
                                  env=env, stdout=log, stderr=log)
-        procs = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", str(ROOT / "Procfile")],
+        procfile = ROOT / "Procfile"
+        if args.bare:  # the same gunicorn line, a bare app: what the bot adds is the difference
+            web = next(line for line in procfile.read_text().splitlines() if line.startswith("web:"))
+            procfile = tmp_path / "Procfile.bare"
+            procfile.write_text(web.replace("'bot:create_app()'", "bench.bare_app:app") + "\n")
+        procs = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", str(procfile), "-d", str(ROOT)],
                                  env=env, stdout=log, stderr=log, cwd=ROOT, start_new_session=True)
         try:
             deadline = time.monotonic() + 60
@@ -249,7 +256,7 @@ def main() -> int:
                 if not busy:
                     break
                 time.sleep(0.5)
-            metrics = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            metrics = "" if args.bare else urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
             requests = json.loads(urlopen(f"http://127.0.0.1:{model_port}/_standin/requests").read())["requests"]
             record_bytes = job_record_bytes(queue)
         finally:
@@ -282,6 +289,9 @@ def main() -> int:
     print(f"  in the server (Server-Timing)   {pct(server, 50):.0f} / {pct(server, 99):.0f} / {max(server, default=0):.0f}"
           "  (the rest is the load generator's own threads on the same 2 cores)")
     print(f"  the bot's own, model excluded   {pct(ours, 50):.1f} / {pct(ours, 99):.1f} / {max(ours, default=0):.1f}")
+    if args.bare:
+        print("(--bare: the Procfile's gunicorn line serving bench/bare_app.py; no bot, no workers)")
+        return 0
     for job in ("summary", "extraction"):
         p50, n = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 50)
         p99, _ = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 99)
