@@ -85,7 +85,7 @@ def main() -> int:
                 np.float32)
             every = {embedder.model: vector.astype(np.float32).tobytes(), gate.model: gated.astype(np.float32).tobytes()}
             chunks.append(StoredChunk(f"d{i // 50}#{i % 50 + 1}", f"d{i // 50}", "Doc", language,
-                                      f"{body} (item {i})", 160, every[embedder.model], embedder.model, every))
+                                      f"{body} (item {i})", 160, every))
         built = time.perf_counter()
         index = KnowledgeIndex("1", chunks, model=embedder.model, anchors=anchors, gate_model=gate.model)
         assert index.has_gate

@@ -226,8 +226,6 @@ class KnowledgeIndex:
         rows, positions = [], []
         for position, chunk in enumerate(self.chunks):
             vector = chunk.vectors.get(model) if model else None
-            if vector is None and model and chunk.vector_model == model:
-                vector = chunk.vector
             if vector is None:
                 continue
             rows.append(np.frombuffer(vector, dtype=np.float32))

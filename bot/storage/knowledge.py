@@ -73,9 +73,17 @@ class StoredChunk:
     language: str | None
     text: str
     tokens: int
-    vector: bytes | None = None  # float32, native order
-    vector_model: str = ""  # the model the vector came from
-    vectors: dict[str, bytes] = field(default_factory=dict)  # every model's vector, the first one's included
+    vectors: dict[str, bytes] = field(default_factory=dict)  # by model, float32 native order; the ranking model's first
+
+    @property
+    def vector_model(self) -> str:
+        """Return the model of the first vector (the ranking model's), "" without one."""
+        return next(iter(self.vectors), "")
+
+    @property
+    def vector(self) -> bytes | None:
+        """Return the first vector (the ranking model's), None without one."""
+        return self.vectors.get(self.vector_model)
 
 
 @dataclass(frozen=True)
@@ -114,10 +122,10 @@ def vectors_text(vectors: dict[str, bytes]) -> str:
 
 def read_vector(raw: Any, default_model: str = "") -> tuple[bytes | None, str]:
     """Return a stored vector and its model (one stored bare, before models were named with
-    each vector, takes its document's); of several, the first; (None, "") when unreadable."""
+    each vector, takes its document's); (None, "") when unreadable."""
     if raw is None:
         return None, ""
-    model, sep, body = text(raw).split(" ", 1)[0].rpartition("|")
+    model, sep, body = text(raw).rpartition("|")
     try:
         return base64.b64decode(body, validate=True), model if sep else default_model
     except ValueError:
@@ -248,6 +256,4 @@ def _chunk(chunk_id: str, raw: Any, doc: DocRecord, vector: Any = None) -> Store
         body, tokens = str(data["t"]), int(data["k"])
     except (ValueError, TypeError, KeyError):
         return None
-    every = read_vectors(vector, doc.embedding_model)
-    model = next(iter(every), "")
-    return StoredChunk(chunk_id, doc.id, doc.title, doc.language, body, tokens, every.get(model), model, every)
+    return StoredChunk(chunk_id, doc.id, doc.title, doc.language, body, tokens, read_vectors(vector, doc.embedding_model))
