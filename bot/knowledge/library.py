@@ -15,6 +15,7 @@ import time
 import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterable
 
 import structlog
 
@@ -26,7 +27,7 @@ from bot.knowledge.chunking import chunk_document
 from bot.knowledge.extract import ExtractionError, extract, kind_of
 from bot.llm.embeddings import Embedder
 from bot.llm.tokens import TokenCounter
-from bot.storage.knowledge import DocRecord, KnowledgeStore, StoredChunk, chunk_json, vector_text, vectors_text
+from bot.storage.knowledge import DocRecord, KnowledgeStore, StoredChunk, chunk_json, vectors_text
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +56,16 @@ def slug(title: str) -> str:
     """Return a document id from its title: lower-case ASCII words joined by dashes."""
     ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode("ascii")
     return _SLUG.sub("-", ascii_title.lower()).strip("-")[:40].strip("-") or "doc"
+
+
+def unused_slug(text: str, taken: Iterable[str]) -> str:
+    """Return the slug of a text that no id in `taken` has: "casa-lumi", else "casa-lumi-2"…"""
+    taken = set(taken)
+    base = slug(text)
+    candidate, n = base, 2
+    while candidate in taken:
+        candidate, n = f"{base}-{n}", n + 1
+    return candidate
 
 
 def title_from(filename: str) -> str:
@@ -168,11 +179,11 @@ class Library:
             raise KnowledgeError(f"{name}: {len(chunks):,} chunks is over KNOWLEDGE_MAX_DOC_CHUNKS ({cap:,}); split it")
         stored_docs = self.store.documents()
         existing = self._existing(stored_docs, source, title)
-        doc_id = existing.id if existing else self._new_id(stored_docs, title)
+        doc_id = existing.id if existing else unused_slug(title, stored_docs)
         if language is None and existing is not None:
             language = existing.language  # re-adding without --language keeps the document's
         sha = hashlib.sha256(data).hexdigest()
-        model, gate_model = self.models
+        model = self.models[0]
         if existing and existing.sha256 == sha and (existing.embedding_model, existing.gate_model) == self.models \
                 and existing.title == title and existing.language == language:
             return AddResult("unchanged", existing)
@@ -209,20 +220,12 @@ class Library:
         (a web page only by its URL: a site's pages often share a title)."""
         docs = stored.values()
         same_path = [d for d in docs if d.source and d.source == source]
-        if same_path or "://" in source:
-            return same_path[0] if same_path else None
+        if same_path:
+            return same_path[0]
+        if "://" in source:
+            return None
         same_title = [d for d in docs if d.title.casefold() == title.casefold() and "://" not in d.source]
         return same_title[0] if same_title else None
-
-    @staticmethod
-    def _new_id(stored: dict[str, DocRecord], title: str) -> str:
-        """Return an id for a new document, unused so far."""
-        taken = set(stored)
-        base = slug(title)
-        candidate, n = base, 2
-        while candidate in taken:
-            candidate, n = f"{base}-{n}", n + 1
-        return candidate
 
     def reembed(self, actor: str = "cli", force: bool = False) -> dict[str, int]:
         """Embed again, with the current models (ranking and gate), every document whose
@@ -296,8 +299,9 @@ class Library:
             except LLMUnavailable as err:  # ranked by the other model meanwhile; `kb reembed` adds them
                 log.warning("knowledge.stored_without_gate_vectors", document=name, model=self.gate.model,
                             error=str(err)[:200], detail="gated hit by hit until `kb reembed`")
-        if gated is None:
-            return [vector_text(v, self.embedder.model) for v in ranked], ""
-        assert self.gate is not None
-        return [vectors_text({self.embedder.model: r, self.gate.model: g}) for r, g in zip(ranked, gated)], \
-            self.gate.model
+        every = [{self.embedder.model: vector} for vector in ranked]
+        if gated is None or self.gate is None:
+            return [vectors_text(v) for v in every], ""
+        for vectors, vector in zip(every, gated):
+            vectors[self.gate.model] = vector
+        return [vectors_text(v) for v in every], self.gate.model

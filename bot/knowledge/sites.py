@@ -32,7 +32,7 @@ import structlog
 
 from bot.config import Settings
 from bot.config.knowledge import LANGUAGES
-from bot.knowledge.library import KnowledgeError, Library, check_language, slug
+from bot.knowledge.library import KnowledgeError, Library, check_language, unused_slug
 from bot.knowledge.web_fetch import USER_AGENT, FetchError, Page, WebFetcher, normalize, split_url
 from bot.storage.sites import PageRecord, SiteRecord, SiteStore
 
@@ -163,16 +163,13 @@ class Sites:
         except FetchError as err:
             raise KnowledgeError(f"{url[:200]}: {err}") from None
         language = check_language(language)
-        existing = next((s for s in self.sites() if s.url == start), None)
+        sites = self.store.all()
+        existing = next((s for s in sites.values() if s.url == start), None)
         if existing is not None:
             return self.sync(existing, actor=actor)
         path = urlsplit(start).path
         mode = "sitemap" if path.lower().endswith(".xml") else "crawl" if path.endswith("/") else "page"
-        taken = set(self.store.all())
-        base = slug(urlsplit(start).hostname or "site") or "site"
-        site_id, n = base, 2
-        while site_id in taken:
-            site_id, n = f"{base}-{n}", n + 1
+        site_id = unused_slug(urlsplit(start).hostname or "site", sites)
         site = SiteRecord(site_id, start, mode, language, added_at=time.time())
         log.info("audit.kb_site_added", actor=actor, site=site_id, mode=mode)
         return self.sync(site, actor=actor)
