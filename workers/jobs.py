@@ -305,7 +305,6 @@ def sync_sites(periodic: bool = False) -> dict[str, Any]:
         s.sites.store.release_next()
     try:
         reports = s.sites.sync_all(actor="scheduler" if periodic else "sync_now")
-    finally:
-        if periodic or s.settings.KB_SYNC_INTERVAL:
-            schedule_sync(s.jobs.connection, s.sites.store, s.settings.KB_SYNC_INTERVAL)
+    finally:  # a no-op while one is scheduled, or with KB_SYNC_INTERVAL=0
+        schedule_sync(s.jobs.connection, s.sites.store, s.settings.KB_SYNC_INTERVAL)
     return {"sites": len(reports), "failed": sum(r.failed for r in reports)}

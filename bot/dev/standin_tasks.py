@@ -119,8 +119,9 @@ def _unquote(value: str) -> str:
     return value
 
 
-def _parse(text: str) -> tuple[list[str], list[tuple[str, str]], str, list[tuple[str, str]], str] | None:
-    """Known fact keys, known entities, summary, recent (speaker, text) and new message; None if malformed."""
+def _parse(text: str) -> tuple[list[str], list[tuple[str, str]], str, list[tuple[str, str]], str, bool] | None:
+    """Known fact keys, known entities, summary, recent (speaker, text), new message and
+    whether the business has documents (their languages named); None if malformed."""
     m = _REQUEST.match(text.replace("\r\n", "\n").strip())
     if not m or not (new := " ".join(_unquote(m["new"]).split())):
         return None
@@ -134,7 +135,8 @@ def _parse(text: str) -> tuple[list[str], list[tuple[str, str]], str, list[tuple
             recent[-1] = (recent[-1][0], f"{recent[-1][1]} {line}")
         elif line:
             recent.append(("", line))
-    return keys, entities, " ".join(_unquote(_value(m["summary"])).split()), recent, new
+    documents = any(lang.strip() for lang in (m["documents"] or "").split(","))
+    return keys, entities, " ".join(_unquote(_value(m["summary"])).split()), recent, new, documents
 
 
 def _named_entities(folded: str, entities: list[tuple[str, str]]) -> list[dict]:
@@ -179,12 +181,6 @@ def _antecedent(summary: str, recent: list[tuple[str, str]]) -> str:
     return recent[-1][1] if recent else ""
 
 
-def parsed_documents(text: str) -> list[str]:
-    """The languages of the business's documents the request names (none without documents)."""
-    m = _REQUEST.match(text.replace("\r\n", "\n").strip())
-    return [lang.strip() for lang in (m["documents"] or "").split(",") if lang.strip()] if m else []
-
-
 def extract_request_task(text: str) -> dict:
     """Restate the new message of a task-extraction request and say what answering it depends on.
 
@@ -198,7 +194,7 @@ def extract_request_task(text: str) -> dict:
         parsed = _parse(text) if isinstance(text, str) else None
         if parsed is None:
             return json.loads(json.dumps(_SAFE))
-        keys, entities, summary, recent, new = parsed
+        keys, entities, summary, recent, new, documents = parsed
         folded = _fold(new)
         social = bool(_SOCIAL.match(re.sub(r"[^\w\s']", " ", folded)))
         named = _named_entities(folded, entities)
@@ -208,7 +204,7 @@ def extract_request_task(text: str) -> dict:
         antecedent = _antecedent(summary, recent) if history else ""
         task = f'Following up on "{antecedent}": {new}' if antecedent else new
         # it cannot translate: a question for the documents is the task itself, small talk none
-        search = "" if social or not (parsed_documents(text)) else task
+        search = task if documents and not social else ""
         return {"task": task, "search": search, "depends_on_chat_history": history,
                 "depends_on_user_memory": memory, "entities": named}
     except Exception:  # noqa: BLE001 - the stand-in must answer; the safe fallback keeps every context

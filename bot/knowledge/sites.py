@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import contextmanager
 import xml.etree.ElementTree as ElementTree
 from collections import deque
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urljoin, urlsplit
 from urllib.robotparser import RobotFileParser
 
@@ -80,16 +81,25 @@ def read_html(data: bytes) -> _Links:
 def page_language(data: bytes) -> str | None:
     """Return the language an HTML page declares (<html lang="pt-PT"> -> "pt"), when it is
     one we stem; None otherwise."""
-    lang = read_html(data).lang
+    return stemmed(read_html(data).lang)
+
+
+def stemmed(lang: str) -> str | None:
+    """Return a declared language when it is one we stem, else None."""
     return lang if lang in LANGUAGES else None
 
 
 def page_links(page_url: str, data: bytes) -> list[str]:
     """Return the page's same-origin http(s) links, normalized, in order, each once."""
-    parser = read_html(data)
+    return same_origin_links(page_url, read_html(data).hrefs)
+
+
+def same_origin_links(page_url: str, hrefs: list[str]) -> list[str]:
+    """Return a page's links on its own origin, resolved against it and normalized, each once
+    (not mail, phone or script links, nor images, styles or archives)."""
     origin = split_url(page_url)
     out: list[str] = []
-    for href in parser.hrefs:
+    for href in hrefs:
         if href.startswith(("mailto:", "tel:", "javascript:", "#")):
             continue
         try:
@@ -186,28 +196,36 @@ class Sites:
         log.info("audit.kb_site_removed", actor=actor, site=site_id, pages=len(site.pages))
         return True
 
-    def sync_all(self, actor: str = "scheduler") -> list[SyncReport]:
-        """Sync every site, one sync at a time on the whole deployment (a second waits its turn:
-        it returns nothing)."""
+    @contextmanager
+    def _sync_lock(self, actor: str) -> Iterator[bool]:
+        """Hold the one-sync-at-a-time lock of the whole deployment; yield whether it was free."""
         holder = f"{actor}:{time.time()}"
         if not self.store.lock_sync(holder, SYNC_LOCK_S):
-            log.info("kb.sync_skipped", reason="another sync is running")
-            return []
+            yield False
+            return
         try:
-            return [self.sync(site, actor=actor, locked=True) for site in self.sites()]
+            yield True
         finally:
             self.store.unlock_sync(holder)
 
-    def sync(self, site: SiteRecord, *, actor: str = "cli", locked: bool = False) -> SyncReport:
+    def sync_all(self, actor: str = "scheduler") -> list[SyncReport]:
+        """Sync every site, one sync at a time on the whole deployment (a second waits its turn:
+        it returns nothing)."""
+        with self._sync_lock(actor) as held:
+            if not held:
+                log.info("kb.sync_skipped", reason="another sync is running")
+                return []
+            return [self._sync(site, actor) for site in self.sites()]
+
+    def sync(self, site: SiteRecord, *, actor: str = "cli") -> SyncReport:
         """Read a site's pages again and bring the knowledge base in line with them."""
-        if not locked:
-            holder = f"{actor}:{time.time()}"
-            if not self.store.lock_sync(holder, SYNC_LOCK_S):
+        with self._sync_lock(actor) as held:
+            if not held:
                 raise KnowledgeError("another sync is running; try again when it ends")
-            try:
-                return self.sync(site, actor=actor, locked=True)
-            finally:
-                self.store.unlock_sync(holder)
+            return self._sync(site, actor)
+
+    def _sync(self, site: SiteRecord, actor: str) -> SyncReport:
+        """Sync one site, the lock held."""
         started = time.monotonic()
         report = SyncReport(site)
         robots = self._robots(site.url, report)
@@ -297,11 +315,17 @@ class Sites:
                 if self._same_origin(site.url, loc) and loc not in pages:
                     pages.append(loc)
         for url in pages:
-            if len(seen) >= self.settings.KB_CRAWL_MAX_PAGES:
-                report.errors.append(f"{site.url}: more than KB_CRAWL_MAX_PAGES ({self.settings.KB_CRAWL_MAX_PAGES})"
-                                     " pages; the rest were left out")
+            if self._full(site, seen, report):
                 break
             self._read_page(site, url, robots, seen, report)
+
+    def _full(self, site: SiteRecord, seen: dict[str, PageRecord], report: SyncReport) -> bool:
+        """True, and said in the report, when the site has brought KB_CRAWL_MAX_PAGES pages."""
+        cap = self.settings.KB_CRAWL_MAX_PAGES
+        if len(seen) < cap:
+            return False
+        report.errors.append(f"{site.url}: more than KB_CRAWL_MAX_PAGES ({cap}) pages; the rest were left out")
+        return True
 
     def _crawl(self, site: SiteRecord, robots: RobotFileParser, seen: dict[str, PageRecord],
                report: SyncReport) -> None:
@@ -309,9 +333,7 @@ class Sites:
         queued = {site.url}
         while queue:
             url, depth = queue.popleft()
-            if len(seen) >= self.settings.KB_CRAWL_MAX_PAGES:
-                report.errors.append(f"{site.url}: more than KB_CRAWL_MAX_PAGES ({self.settings.KB_CRAWL_MAX_PAGES})"
-                                     " pages; the rest were left out")
+            if self._full(site, seen, report):
                 break
             record = self._read_page(site, url, robots, seen, report)
             if record is None or depth >= self.settings.KB_CRAWL_MAX_DEPTH:
@@ -350,9 +372,10 @@ class Sites:
 
     def _store(self, site: SiteRecord, url: str, page: Page, before: PageRecord | None,
                report: SyncReport) -> PageRecord | None:
-        links = page_links(page.url, page.data) if page.kind == "html" else []
+        html = read_html(page.data) if page.kind == "html" else None
+        links = same_origin_links(page.url, html.hrefs) if html else []
         # the site's language when the operator gave one, else the page's own <html lang>
-        language = site.language or (page_language(page.data) if page.kind == "html" else None)
+        language = site.language or (stemmed(html.lang) if html else None)
         try:
             result = self.library.add(page.data, source=url, language=language, actor=f"site:{site.id}",
                                       kind=page.kind)

@@ -40,11 +40,7 @@ def kb_add(services: Services, args: argparse.Namespace) -> int:
             print("give either files and folders, or web addresses, not both")
             return 2
         reports = [services.sites.add(url, language=args.language) for url in urls]
-        if args.json:
-            print(json.dumps([r.to_public() for r in reports], indent=2, ensure_ascii=False))
-        else:
-            for report in reports:
-                print_sync(report)
+        print_syncs(reports, args.json)
         schedule_site_sync(services)
         return 1 if any(not r.site.pages for r in reports) else 0
     results = services.library.add_paths([Path(p) for p in args.paths], title=args.title, language=args.language)
@@ -60,13 +56,18 @@ def kb_add(services: Services, args: argparse.Namespace) -> int:
     return 0
 
 
-def print_sync(report: Any) -> None:
-    """Print what one site's sync did, and its errors."""
-    site = report.site
-    print(f"site {site.id}  {site.url}  ({site.mode}): {len(site.pages)} page(s); {report.added} added, "
-          f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed, {report.failed} failed")
-    for error in report.errors[:20]:
-        print(f"  ! {error}")
+def print_syncs(reports: list[Any], as_json: bool) -> None:
+    """Print what each site's sync did, and its errors (or JSON)."""
+    if as_json:
+        print(json.dumps([r.to_public() for r in reports], indent=2, ensure_ascii=False))
+        return
+    for report in reports:
+        site = report.site
+        print(f"site {site.id}  {site.url}  ({site.mode}): {len(site.pages)} page(s); {report.added} added, "
+              f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed, "
+              f"{report.failed} failed")
+        for error in report.errors[:20]:
+            print(f"  ! {error}")
 
 
 def schedule_site_sync(services: Services) -> None:
@@ -88,12 +89,7 @@ def kb_sync(services: Services, args: argparse.Namespace) -> int:
     if not sites:
         print("no websites in the knowledge base (add one: kb add https://…)")
         return 0
-    reports = [services.sites.sync(site) for site in sites]
-    if args.json:
-        print(json.dumps([r.to_public() for r in reports], indent=2, ensure_ascii=False))
-    else:
-        for report in reports:
-            print_sync(report)
+    print_syncs([services.sites.sync(site) for site in sites], args.json)
     return 0
 
 
