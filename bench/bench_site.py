@@ -26,6 +26,7 @@ from bot.config import load_settings  # noqa: E402
 from bot.dev.embedded import start_embedded_redis  # noqa: E402
 from bot.dev.embedding_server import start_embedding_server  # noqa: E402
 from bot.dev.knowledge_evaluation import DATA_DIR  # noqa: E402
+from bot.dev.standin_site import send_missing, send_page  # noqa: E402
 from bot.services import build_services  # noqa: E402
 
 
@@ -60,21 +61,9 @@ def serve(pages: int) -> tuple[ThreadingHTTPServer, list[int]]:
                 body, kind = f"<html><head><title>Page {n}</title></head><body><main><h1>Page {n}</h1>{body_text}" \
                              f"</main></body></html>".encode(), "text/html"
             else:
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                send_missing(self)
                 return
-            etag = f'"{hash(body) & 0xffffffff:x}"'
-            if self.headers.get("If-None-Match") == etag:
-                self.send_response(304)
-                self.end_headers()
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("ETag", etag)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_page(self, kind, body)  # with its ETag, or a 304
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -18,40 +18,52 @@ PREFIX = "/site/"
 _TYPES = {".html": "text/html; charset=utf-8", ".txt": "text/plain; charset=utf-8", ".xml": "application/xml"}
 
 
-def site_response(path: str, if_none_match: str = "") -> tuple[int, dict[str, str], bytes] | None:
-    """Return (status, headers, body) for a GET of the stand-in site, or None when the path
-    is not the site's (the caller answers it)."""
+def site_file(path: str) -> Path | None:
+    """Return the file a GET of the stand-in site reads (not necessarily one that exists), or
+    None when the path is not the site's (the caller answers it)."""
     path = path.split("?", 1)[0].split("#", 1)[0]
     if path == "/robots.txt":
-        file = SITE_DIR / "robots.txt"
-    elif path.startswith(PREFIX) or path == PREFIX.rstrip("/"):
+        return SITE_DIR / "robots.txt"
+    if path.startswith(PREFIX) or path == PREFIX.rstrip("/"):
         file = (SITE_DIR / path[len(PREFIX):]).resolve()
-        if file.is_dir():
-            file = file / "index.html"
-    else:
-        return None
-    if not file.is_file() or SITE_DIR.resolve() not in file.parents:
-        return 404, {"Content-Type": "text/plain"}, b"not found\n"
-    body = file.read_bytes()
-    etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
-    if if_none_match == etag:
-        return 304, {"ETag": etag}, b""
-    return 200, {"Content-Type": _TYPES.get(file.suffix, "application/octet-stream"), "ETag": etag}, body
+        return file / "index.html" if file.is_dir() else file
+    return None
 
 
 def send_site(handler: BaseHTTPRequestHandler) -> bool:
     """Answer a GET with the stand-in site when the path is its own; False otherwise."""
-    answer = site_response(handler.path, handler.headers.get("If-None-Match", ""))
-    if answer is None:
+    file = site_file(handler.path)
+    if file is None:
         return False
-    status, headers, body = answer
+    if not file.is_file() or SITE_DIR.resolve() not in file.parents:
+        send_missing(handler)
+    else:
+        send_page(handler, _TYPES.get(file.suffix, "application/octet-stream"), file.read_bytes())
+    return True
+
+
+def send_page(handler: BaseHTTPRequestHandler, content_type: str, body: bytes) -> None:
+    """Answer a GET with a page and its ETag, or a 304 when the client holds that ETag (the
+    stand-in site, and the sites the tests and benchmarks serve)."""
+    etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+    if handler.headers.get("If-None-Match") == etag:
+        _send(handler, 304, {"ETag": etag}, b"")
+    else:
+        _send(handler, 200, {"Content-Type": content_type, "ETag": etag}, body)
+
+
+def send_missing(handler: BaseHTTPRequestHandler) -> None:
+    """Answer a GET with a 404."""
+    _send(handler, 404, {"Content-Type": "text/plain"}, b"not found\n")
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: bytes) -> None:
     handler.send_response(status)
     for name, value in headers.items():
         handler.send_header(name, value)
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
     handler.wfile.write(body)
-    return True
 
 
 class SiteServer:
@@ -65,9 +77,7 @@ class SiteServer:
 
             def do_GET(self) -> None:  # noqa: N802
                 if not send_site(self):
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
+                    send_missing(self)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

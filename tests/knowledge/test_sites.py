@@ -17,6 +17,7 @@ try:
 except ImportError:  # pragma: no cover
     import httpx  # type: ignore[no-redef]
 
+from bot.dev.standin_site import send_missing, send_page
 from bot.knowledge.library import KnowledgeError, Library
 from bot.knowledge.sites import Sites, page_links, sitemap_urls
 from bot.knowledge.web_fetch import FetchError, WebFetcher, normalize, public_address
@@ -96,22 +97,9 @@ def site() -> Iterator[tuple[Site, int]]:
             elif path in state.pages:
                 kind, body = state.pages[path]
             else:
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                send_missing(self)
                 return
-            etag = f'"{hash(body) & 0xffffffff:x}"'
-            if self.headers.get("If-None-Match") == etag:
-                self.send_response(304)
-                self.send_header("ETag", etag)
-                self.end_headers()
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("ETag", etag)
-            self.end_headers()
-            self.wfile.write(body)
+            send_page(self, kind, body)  # with its ETag, or a 304
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
