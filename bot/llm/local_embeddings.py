@@ -158,10 +158,10 @@ class Server:
         """Return the texts' vectors (from the cache where it holds them) and their tokens."""
         out: list[np.ndarray | None] = [self.cache.get((model.name, query, t)) for t in texts]
         todo = [i for i, vector in enumerate(out) if vector is None]
-        step = len(todo) if urgent else BACKGROUND_SLICE
+        step = max(1, len(todo)) if urgent else BACKGROUND_SLICE
         tokens = 0
-        for start in range(0, len(todo), max(1, step)):
-            part = todo[start:start + max(1, step)]
+        for start in range(0, len(todo), step):
+            part = todo[start:start + step]
             self.lock.acquire(urgent)
             try:
                 # another request may have embedded them while this one waited (every
