@@ -432,7 +432,7 @@ def gunicorn_serving(settings: Settings, **env: str) -> Iterator[str]:
     full_env.update(LOG_LEVEL="WARNING", **env)
     gunicorn = Path(sys.executable).parent / "gunicorn"
     proc = subprocess.Popen(
-        [str(gunicorn), "--workers", "2", "--worker-class", "gthread", "--threads", "4",
+        [str(gunicorn), "--workers", "2", "--worker-class", "gthread", "--threads", "4", "-c", "python:bot.gunicorn_conf",
          "--bind", f"127.0.0.1:{port}", "bot:create_app()"],
         env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

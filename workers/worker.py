@@ -11,6 +11,7 @@ from typing import Any
 
 from rq.worker import Worker
 
+from bot.llm.sdk import build_all
 from workers import jobs
 from workers.abandoned import may_redo, redo_abandoned, redo_now
 
@@ -91,6 +92,7 @@ class BotWorker(Worker):
                                    execution=execution)
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
-        """Warm up, then work as RQ does."""
+        """Warm up (the collaborators, and the SDK clients: bot/llm/sdk.py), then work as RQ does."""
         jobs.services()
+        build_all()
         return super().work(*args, **kwargs)

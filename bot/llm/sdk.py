@@ -5,12 +5,21 @@ Importing the SDK costs about 0.3 s, and most CLI commands never call a model (`
 real client, with our deadline transport (bot/llm/transport.py), at its first attribute
 access. Code that catches the SDK's errors imports `openai` where it catches them: by then
 the client has been used, so the SDK is loaded.
+
+A long-lived process that answers messages builds them all at its start instead
+(`build_all`): gunicorn's workers before their first request, and RQ's worker before its
+first fork. Otherwise every RQ job's work horse would import the SDK afresh, about 2 s of
+CPU per job (docs/semantic.md, Speed).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Callable
+
+#: Every lazy client made in this process, for build_all.
+_CLIENTS: "weakref.WeakSet[LazyClient]" = weakref.WeakSet()
 
 
 class LazyClient:
@@ -20,6 +29,7 @@ class LazyClient:
         self._build = build
         self._client: Any = None
         self._lock = threading.Lock()
+        _CLIENTS.add(self)
 
     @property
     def built(self) -> Any:
@@ -32,6 +42,15 @@ class LazyClient:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.built, name)
+
+
+def build_all() -> int:
+    """Build every lazy client this process has made (no request is sent: connections are
+    opened by whoever calls first, so a forked child opens its own); return how many."""
+    clients = list(_CLIENTS)
+    for client in clients:
+        client.built  # noqa: B018 (building is the point)
+    return len(clients)
 
 
 def lazy_client(*, api_key: str, base_url: str | None, timeout: float, max_retries: int = 0,
