@@ -169,6 +169,55 @@ class User(threading.Thread):
             time.sleep(self.rng.uniform(*self.pace))
 
 
+def process_kind(cmdline: str) -> str:
+    """Return which Procfile process (or stand-in) a command line is."""
+    if "gunicorn" in cmdline:
+        return "web"
+    if "rq worker" in cmdline or "workers.supervise" in cmdline:
+        return "workers"
+    if "local_embeddings" in cmdline:
+        return "embed"
+    return "other"
+
+
+def cpu_seconds(root_pid: int) -> dict[int, tuple[str, float]]:
+    """Return each process under root_pid: its kind and its CPU seconds, its reaped children's
+    included (an RQ job's work horse is counted in its worker once it has exited)."""
+    import psutil
+
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        tree = psutil.Process(root_pid).children(recursive=True)
+    except psutil.Error:
+        return out
+    for proc in tree:
+        try:
+            t = proc.cpu_times()
+            out[proc.pid] = (process_kind(" ".join(proc.cmdline())),
+                             t.user + t.system + t.children_user + t.children_system)
+        except psutil.Error:
+            continue
+    return out
+
+
+def cpu_by_kind(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """Return the CPU seconds each kind of process spent between two cpu_seconds() looks."""
+    spent: dict[str, float] = {}
+    for pid, (kind, seconds) in after.items():
+        spent[kind] = spent.get(kind, 0.0) + seconds - before.get(pid, (kind, 0.0))[1]
+    return spent
+
+
+def embed_spent(port: int) -> dict[tuple[str, str], tuple[int, float]]:
+    """Return what the `embed` process has embedded so far, by model and kind (message or
+    background): (texts, CPU seconds); empty when it is not running (--bare)."""
+    try:
+        health = json.loads(urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read())
+    except OSError:
+        return {}
+    return {(row["model"], row["kind"]): (row["texts"], row["cpu_s"]) for row in health.get("spent", [])}
+
+
 def job_record_bytes(client: redis.Redis) -> dict[str, int]:
     """Return MEMORY USAGE over the RQ keys in the queue Redis, by kind (rq:job, rq:worker…);
     the records of jobs still scheduled to run (idle summaries wait SUMMARY_IDLE_S) apart."""
@@ -237,6 +286,8 @@ def main() -> int:
             idle_watch.finish()
             idle = commands(queue) - idle_from
             before = command_stats(queue)
+            cpu_before = cpu_seconds(procs.pid)
+            embed_before = embed_spent(embed_port)
             out: list[tuple[float, int, bool, tuple[float, float] | None]] = []
             until = time.monotonic() + args.seconds
             users = [User(port, f"+3519{i:08d}", until, (args.min_s, args.max_s), out) for i in range(args.users)]
@@ -256,6 +307,8 @@ def main() -> int:
                 if not busy:
                     break
                 time.sleep(0.5)
+            cpu = cpu_by_kind(cpu_before, cpu_seconds(procs.pid))
+            embed_after = embed_spent(embed_port)
             metrics = "" if args.bare else urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
             requests = json.loads(urlopen(f"http://127.0.0.1:{model_port}/_standin/requests").read())["requests"]
             record_bytes = job_record_bytes(queue)
@@ -289,6 +342,14 @@ def main() -> int:
     print(f"  in the server (Server-Timing)   {pct(server, 50):.0f} / {pct(server, 99):.0f} / {max(server, default=0):.0f}"
           "  (the rest is the load generator's own threads on the same 2 cores)")
     print(f"  the bot's own, model excluded   {pct(ours, 50):.1f} / {pct(ours, 99):.1f} / {max(ours, default=0):.1f}")
+    print("CPU ms per message, by process     " + ", ".join(
+        f"{kind} {seconds * 1000 / max(messages, 1):.1f}" for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]))
+        + "  (from the load's start to the end of the drain)")
+    for (name, kind), (texts, seconds) in sorted(embed_after.items()):
+        texts -= embed_before.get((name, kind), (0, 0.0))[0]
+        seconds -= embed_before.get((name, kind), (0, 0.0))[1]
+        print(f"  embed {name} {kind}: {texts / max(messages, 1):.2f} texts and {seconds * 1000 / max(messages, 1):.1f} "
+              f"CPU ms per message ({seconds * 1000 / max(texts, 1):.1f} ms per text)")
     if args.bare:
         print("(--bare: the Procfile's gunicorn line serving bench/bare_app.py; no bot, no workers)")
         return 0

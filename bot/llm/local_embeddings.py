@@ -24,6 +24,7 @@ import argparse
 import base64
 import json
 import threading
+import time
 from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
@@ -153,6 +154,8 @@ class Server:
         self.default_query = default_query
         self.lock = TurnLock()
         self.cache = VectorCache()
+        # (model, "message" | "background") -> [texts embedded, CPU seconds]: /health shows it
+        self.spent: dict[tuple[str, str], list[float]] = {}
 
     def embed(self, model: Model, texts: list[str], query: bool, urgent: bool) -> tuple[np.ndarray, int]:
         """Return the texts' vectors (from the cache where it holds them) and their tokens."""
@@ -169,7 +172,11 @@ class Server:
                 for i in part:
                     out[i] = self.cache.peek((model.name, query, texts[i]))
                 part = [i for i in part if out[i] is None]
+                cpu = time.thread_time()
                 vectors = model.encode([texts[i] for i in part], query) if part else []
+                spent = self.spent.setdefault((model.name, "message" if urgent else "background"), [0, 0.0])
+                spent[0] += len(part)
+                spent[1] += time.thread_time() - cpu
                 tokens += sum(model.tokens(texts[i], query) for i in part)
             finally:
                 self.lock.release()
@@ -204,7 +211,9 @@ class Handler(BaseHTTPRequestHandler):
         state = self.server_state
         if self.path in ("/", "/health"):
             self._json(200, {"status": "ok", "models": list(state.models),
-                             "cache": {"hits": state.cache.hits, "misses": state.cache.misses}})
+                             "cache": {"hits": state.cache.hits, "misses": state.cache.misses},
+                             "spent": [{"model": name, "kind": kind, "texts": int(texts), "cpu_s": round(cpu, 3)}
+                                       for (name, kind), (texts, cpu) in sorted(state.spent.items())]})
         elif self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "owned_by": "local"} for name in state.models]})
