@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 
-def _httpx() -> ModuleType:
+def httpx_module() -> ModuleType:
     """The HTTP client, loaded when a page is first fetched (the CLI's other commands never
     pay for it): httpx2, the maintained fork of httpx the openai SDK depends on."""
     try:
@@ -58,9 +58,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 
-def _errors() -> tuple[type[Exception], ...]:
+def transport_errors() -> tuple[type[Exception], ...]:
     """What the client may raise: transport errors, and the odd invalid URL or stream misuse."""
-    client = _httpx()
+    client = httpx_module()
     return (client.HTTPError, client.InvalidURL, client.StreamError)
 
 
@@ -142,7 +142,7 @@ class WebFetcher:
     def __init__(self, *, allow_private: bool = False, max_bytes: int = 2 * 1024 * 1024,
                  timeout_s: float = 10.0, resolver: Resolver = system_resolver,
                  transport: Any = None) -> None:
-        httpx = _httpx()
+        httpx = httpx_module()
         self.allow_private = allow_private
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
@@ -193,7 +193,7 @@ class WebFetcher:
                 kind = READABLE.get(media)
                 if kind is None or (accept is not None and kind not in accept):
                     raise FetchError("not_readable", media or "no Content-Type")
-                data = self._body(response, cap, deadline)
+                data = read_capped(response, cap, deadline)
                 return Page(current, 200, kind, data, response.headers.get("etag", ""),
                             response.headers.get("last-modified", ""))
             finally:
@@ -202,7 +202,7 @@ class WebFetcher:
 
     def _send(self, url: str, etag: str, last_modified: str, deadline: float) -> httpx.Response:
         """Send one GET to the checked address of the URL's host; the body still unread."""
-        httpx = _httpx()
+        httpx = httpx_module()
         scheme, host, port, address = self.check(url)
         parts = urlsplit(url)
         pinned = f"[{address}]" if ":" in address else address
@@ -221,7 +221,7 @@ class WebFetcher:
             return self._client.send(request, stream=True)
         except httpx.TimeoutException:
             raise FetchError("timeout", host) from None
-        except _errors() as err:
+        except transport_errors() as err:
             raise FetchError("unreachable", f"{host}: {type(err).__name__}") from None
 
     @staticmethod
@@ -235,22 +235,23 @@ class WebFetcher:
             raise FetchError("bad_redirect", "https to http")
         return target
 
-    @staticmethod
-    def _body(response: httpx.Response, cap: int, deadline: float) -> bytes:
-        """Read the body within its cap and the deadline."""
-        length = response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > cap:
-            raise FetchError("too_large", f"Content-Length {length} over {cap}")
-        if response.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
-            raise FetchError("http_status", "a compressed body we did not ask for")
-        body = bytearray()
-        try:
-            for chunk in response.iter_raw():
-                body += chunk
-                if len(body) > cap:
-                    raise FetchError("too_large", f"over {cap} bytes")
-                if time.monotonic() > deadline:
-                    raise FetchError("timeout", f"{len(body)} bytes by the deadline")
-        except _errors() as err:
-            raise FetchError("unreachable", type(err).__name__) from None
-        return bytes(body)
+
+def read_capped(response: httpx.Response, cap: int, deadline: float) -> bytes:
+    """Read a streamed response's body within its cap and the deadline (also the business
+    tools' reader, bot/tools/caller.py)."""
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) > cap:
+        raise FetchError("too_large", f"Content-Length {length} over {cap}")
+    if response.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+        raise FetchError("http_status", "a compressed body we did not ask for")
+    body = bytearray()
+    try:
+        for chunk in response.iter_raw():
+            body += chunk
+            if len(body) > cap:
+                raise FetchError("too_large", f"over {cap} bytes")
+            if time.monotonic() > deadline:
+                raise FetchError("timeout", f"{len(body)} bytes by the deadline")
+    except transport_errors() as err:
+        raise FetchError("unreachable", type(err).__name__) from None
+    return bytes(body)

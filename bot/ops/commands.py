@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from bot.observability.logs import mask_phone
-from bot.ops import chat_command, entity_commands, handover_commands, kb_commands, operator_commands, task_commands
+from bot.ops import (chat_command, entity_commands, handover_commands, kb_commands, operator_commands,
+                     task_commands, tool_commands)
 from bot.ops.chat_command import e164
 from bot.ops.dev_evals import run_dev_eval
 
@@ -329,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     handover_commands.add_parsers(sub, e164)
     operator_commands.add_parsers(sub, e164)
     kb_commands.add_parsers(sub, e164)
+    tool_commands.add_parsers(sub, e164)
     return parser
 
 
@@ -353,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     from bot.observability.logs import mask_url
     from bot.ops.redis_source import choose_redis
 
+    if args.command == "tools":  # reads a document; no Redis
+        return tool_commands.main(args)
     if args.command == "eval":  # eval runs on a private Redis of its own
         return _run(args, None)
     choice = choose_redis()
