@@ -165,7 +165,7 @@ class User(threading.Thread):
             if "app;dur=" in timing and "model;dur=" in timing:  # ours = the app's time minus the model's
                 app_ms = float(timing.split("app;dur=", 1)[1].split(",", 1)[0])
                 server_ms = (app_ms, app_ms - float(timing.split("model;dur=", 1)[1].split(",", 1)[0]))
-            self.out.append((time.monotonic() - started, status, "a lot of messages" in text, server_ms))
+            self.out.append((time.monotonic() - started, status, "a lot of messages" in text, server_ms, started))
             time.sleep(self.rng.uniform(*self.pace))
 
 
@@ -288,7 +288,8 @@ def main() -> int:
             before = command_stats(queue)
             cpu_before = cpu_seconds(procs.pid)
             embed_before = embed_spent(embed_port)
-            out: list[tuple[float, int, bool, tuple[float, float] | None]] = []
+            out: list[tuple[float, int, bool, tuple[float, float] | None, float]] = []
+            load_from = time.monotonic()
             until = time.monotonic() + args.seconds
             users = [User(port, f"+3519{i:08d}", until, (args.min_s, args.max_s), out) for i in range(args.users)]
             top_level = TopLevel(queue_redis.url)
@@ -326,9 +327,10 @@ def main() -> int:
                 cluster.stop()
             log.close()
 
-    latencies = [s * 1000 for s, status, _, _ in out if status == 200]
-    server = [ms[0] for _, status, _, ms in out if status == 200 and ms is not None]
-    ours = [ms[1] for _, status, _, ms in out if status == 200 and ms is not None]
+    latencies = [s * 1000 for s, status, _, _, _ in out if status == 200]
+    server = [ms[0] for _, status, _, ms, _ in out if status == 200 and ms is not None]
+    ours = [ms[1] for _, status, _, ms, _ in out if status == 200 and ms is not None]
+    by_time = sorted((at - load_from, ms[1]) for _, status, _, ms, at in out if status == 200 and ms is not None)
     messages = len(out)
     extraction_calls = sum(1 for r in requests if r["last_user"].startswith("Known facts:"))
     summary_calls = sum(1 for r in requests if r["last_user"].startswith("Current summary:"))
@@ -336,12 +338,16 @@ def main() -> int:
     print(f"\n# bench_paced: {args.users} users, a message every {args.min_s:g}-{args.max_s:g} s for "
           f"{args.seconds:g} s, model {args.latency_ms:g} ms, user state on {args.topology}, Procfile defaults")
     print(f"messages sent                     {messages}  ({messages / args.seconds:.1f}/s)")
-    print(f"HTTP errors / busy replies        {sum(1 for _, st, _, _ in out if st != 200)} / {sum(1 for _, _, b, _ in out if b)}")
+    print(f"HTTP errors / busy replies        {sum(1 for _, st, _, _, _ in out if st != 200)} / {sum(1 for _, _, b, _, _ in out if b)}")
     print(f"reply ms p50 / p99 / max          {pct(latencies, 50):.0f} / {pct(latencies, 99):.0f} / {max(latencies, default=0):.0f}"
           f"  (mean {statistics.fmean(latencies) if latencies else float('nan'):.0f})")
     print(f"  in the server (Server-Timing)   {pct(server, 50):.0f} / {pct(server, 99):.0f} / {max(server, default=0):.0f}"
           "  (the rest is the load generator's own threads on the same 2 cores)")
     print(f"  the bot's own, model excluded   {pct(ours, 50):.1f} / {pct(ours, 99):.1f} / {max(ours, default=0):.1f}")
+    step = max(args.seconds / 6, 1.0)
+    print("    by when it was sent (s): " + ", ".join(
+        f"{lo:.0f}-{lo + step:.0f} p99 {pct([ms for at, ms in by_time if lo <= at < lo + step], 99):.0f}"
+        for lo in [i * step for i in range(6)]) + " ms")
     print("CPU ms per message, by process     " + ", ".join(
         f"{kind} {seconds * 1000 / max(messages, 1):.1f}" for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]))
         + "  (from the load's start to the end of the drain)")
