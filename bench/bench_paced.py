@@ -359,6 +359,10 @@ def main() -> int:
     if args.bare:
         print("(--bare: the Procfile's gunicorn line serving bench/bare_app.py; no bot, no workers)")
         return 0
+    steps = sorted({line.split('step="', 1)[1].split('"', 1)[0] for line in metrics.splitlines()
+                    if line.startswith("bot_step_seconds_bucket{")})
+    slow = [(step, histogram_pct(metrics, "bot_step_seconds", f'step="{step}"', 99)[0]) for step in steps]
+    print("steps' p99 (bucket, s): " + ", ".join(f"{step} <= {p99:g}" for step, p99 in sorted(slow, key=lambda kv: -kv[1])[:8]))
     for job in ("summary", "extraction"):
         p50, n = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 50)
         p99, _ = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 99)

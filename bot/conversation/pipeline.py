@@ -16,6 +16,7 @@ from typing import Mapping, Protocol
 from bot.conversation.messages import InboundMessage, Outcome
 from bot.conversation.turn import Turn
 from bot.exceptions import StoreUnavailable
+from bot.observability.metrics import STEP_SECONDS
 from bot.storage.context import ContextStore
 
 #: The steps, in the order they run. A deployment may leave out the optional ones (see
@@ -86,7 +87,9 @@ class Pipeline:
                     break
                 if turn.answer.reply is not None and not step.records:
                     continue
+                began = time.perf_counter()
                 step(turn)
+                STEP_SECONDS.labels(step=step.name).observe(time.perf_counter() - began)
         except BaseException:
             # Unexpected failure: forget the claim so a redelivery can try again.
             if turn.stored.claim is not None:

@@ -21,6 +21,12 @@ REPLY_SECONDS = Histogram(
     "Webhook time from request to TwiML, model wait included.",
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 1.5, 2.5, 4, 6, 10, 15),
 )
+STEP_SECONDS = Histogram(
+    "bot_step_seconds",
+    "Time each step of the message path took (docs/architecture.md), the model step's wait included.",
+    ["step"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 MODEL_TOKENS = Counter(
     "bot_model_tokens_total",
     "Model tokens by purpose (reply, task, summary, extraction, entities), model and kind (prompt, completion).",
