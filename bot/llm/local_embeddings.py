@@ -33,8 +33,11 @@ import numpy as np
 
 from bot.config.embeddings import GATE_EMBEDDING_MODEL, LOCAL_EMBEDDING_MODEL
 
-#: Texts a background request embeds per turn before a waiting message may go first.
-BACKGROUND_SLICE = 4
+#: Texts a background request embeds per turn before a waiting message may go first. One:
+#: e5 gains about 14 % from batching 4 passages of 40 words (780 against 912 ms for 8), but a
+#: message would wait up to a whole slice behind them (390 ms against 114; a full chunk takes
+#: about twice as long): docs/semantic.md, Embeddings under load.
+BACKGROUND_SLICE = 1
 #: Texts (per model and kind) whose vectors are kept; only texts up to CACHE_MAX_CHARS.
 CACHE_SIZE = 4096
 CACHE_MAX_CHARS = 300
