@@ -208,6 +208,14 @@ def cpu_by_kind(before: dict[int, tuple[str, float]], after: dict[int, tuple[str
     return spent
 
 
+def embed_messages(port: int) -> dict[str, float]:
+    """Return the `embed` process's own view of the messages' requests (p50/p99 ms)."""
+    try:
+        return json.loads(urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read()).get("messages", {})
+    except OSError:
+        return {}
+
+
 def embed_spent(port: int) -> dict[tuple[str, str], tuple[int, float]]:
     """Return what the `embed` process has embedded so far, by model and kind (message or
     background): (texts, CPU seconds); empty when it is not running (--bare)."""
@@ -310,6 +318,7 @@ def main() -> int:
                 time.sleep(0.5)
             cpu = cpu_by_kind(cpu_before, cpu_seconds(procs.pid))
             embed_after = embed_spent(embed_port)
+            embed_seen = embed_messages(embed_port)
             metrics = "" if args.bare else urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
             requests = json.loads(urlopen(f"http://127.0.0.1:{model_port}/_standin/requests").read())["requests"]
             record_bytes = job_record_bytes(queue)
@@ -359,6 +368,10 @@ def main() -> int:
     if args.bare:
         print("(--bare: the Procfile's gunicorn line serving bench/bare_app.py; no bot, no workers)")
         return 0
+    if embed_seen:
+        print(f"  embed, messages' requests as the server saw them: p50 {embed_seen['p50_ms']} / p99 "
+              f"{embed_seen['p99_ms']} ms, of it waiting for the lock p50 {embed_seen['wait_p50_ms']} / p99 "
+              f"{embed_seen['wait_p99_ms']} ms ({embed_seen['requests']:.0f} requests, both models, whole run)")
     steps = sorted({line.split('step="', 1)[1].split('"', 1)[0] for line in metrics.splitlines()
                     if line.startswith("bot_step_seconds_bucket{")})
     slow = [(step, histogram_pct(metrics, "bot_step_seconds", f'step="{step}"', 99)[0]) for step in steps]

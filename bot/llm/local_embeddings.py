@@ -25,7 +25,7 @@ import base64
 import json
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
@@ -159,16 +159,21 @@ class Server:
         self.cache = VectorCache()
         # (model, "message" | "background") -> [texts embedded, CPU seconds]: /health shows it
         self.spent: dict[tuple[str, str], list[float]] = {}
+        # the last messages' requests: seconds from arrival to vectors, and of it waiting for the lock
+        self.message_times: deque[tuple[float, float]] = deque(maxlen=10_000)
 
     def embed(self, model: Model, texts: list[str], query: bool, urgent: bool) -> tuple[np.ndarray, int]:
         """Return the texts' vectors (from the cache where it holds them) and their tokens."""
+        arrived, waited = time.perf_counter(), 0.0
         out: list[np.ndarray | None] = [self.cache.get((model.name, query, t)) for t in texts]
         todo = [i for i, vector in enumerate(out) if vector is None]
         step = max(1, len(todo)) if urgent else BACKGROUND_SLICE
         tokens = 0
         for start in range(0, len(todo), step):
             part = todo[start:start + step]
+            before = time.perf_counter()
             self.lock.acquire(urgent)
+            waited += time.perf_counter() - before
             try:
                 # another request may have embedded them while this one waited (every
                 # process asks for the anchors at its start): each text once per host
@@ -186,7 +191,20 @@ class Server:
             for i, vector in zip(part, np.asarray(vectors, dtype=np.float32)):
                 out[i] = vector
                 self.cache.put((model.name, query, texts[i]), vector)
+        if urgent:
+            self.message_times.append((time.perf_counter() - arrived, waited))
         return np.vstack(out), tokens  # type: ignore[arg-type]
+
+    def message_report(self) -> dict[str, float]:
+        """Return the messages' requests p50/p99 (ms), whole and waiting for the lock."""
+        times = sorted(t for t, _ in self.message_times)
+        waits = sorted(w for _, w in self.message_times)
+
+        def pct(values: list[float], q: float) -> float:
+            return round(values[min(len(values) - 1, int(q / 100 * len(values)))] * 1000, 1) if values else 0.0
+
+        return {"requests": len(times), "p50_ms": pct(times, 50), "p99_ms": pct(times, 99),
+                "wait_p50_ms": pct(waits, 50), "wait_p99_ms": pct(waits, 99)}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -215,6 +233,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path in ("/", "/health"):
             self._json(200, {"status": "ok", "models": list(state.models),
                              "cache": {"hits": state.cache.hits, "misses": state.cache.misses},
+                             "messages": state.message_report(),
                              "spent": [{"model": name, "kind": kind, "texts": int(texts), "cpu_s": round(cpu, 3)}
                                        for (name, kind), (texts, cpu) in sorted(state.spent.items())]})
         elif self.path == "/v1/models":
