@@ -250,6 +250,8 @@ def main() -> int:
     parser.add_argument("--topology", choices=["single", "cluster"], default="single")
     parser.add_argument("--bare", action="store_true",
                         help="the Procfile's web line serving a bare Flask app (bench/bare_app.py): the baseline")
+    parser.add_argument("--no-monitor", action="store_true",
+                        help="no MONITOR while users write (it slows Redis for every process): latency without it")
     args = parser.parse_args()
     tag_env = tagged_env()
     with tempfile.TemporaryDirectory(prefix="bench-paced-") as tmp:
@@ -301,12 +303,13 @@ def main() -> int:
             until = time.monotonic() + args.seconds
             users = [User(port, f"+3519{i:08d}", until, (args.min_s, args.max_s), out) for i in range(args.users)]
             top_level = TopLevel(queue_redis.url)
-            top_level.start()
+            if not args.no_monitor:
+                top_level.start()
             for user in users:
                 user.start()
             for user in users:
                 user.join(args.seconds + 60)
-            sent_top_level = top_level.finish()
+            sent_top_level = 0 if args.no_monitor else top_level.finish()
             during = {k: v - before.get(k, 0) for k, v in command_stats(queue).items()}
             drain_until = time.monotonic() + args.drain_s
             while time.monotonic() < drain_until:
