@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, urljoin
 
 import structlog
 
-from bot.knowledge.web_fetch import FetchError, httpx_module, read_capped, transport_errors
+from bot.knowledge.web_fetch import FetchError, httpx_module, read_capped, split_url, transport_errors
 from bot.tools.openapi import ToolBook, ToolSpec
 
 log = structlog.get_logger(__name__)
@@ -133,15 +133,14 @@ class ToolCaller:
         except ValueError as err:
             return ToolResult(tool.name, "bad_arguments", detail=str(err)[:200])
         if tool.write:
-            headers["Idempotency-Key"] = idempotency_key or ""
             if not idempotency_key:
                 return ToolResult(tool.name, "refused", detail="a write needs its confirmed action's key")
+            headers["Idempotency-Key"] = idempotency_key
         attempts = 1 if tool.write else 2  # a read once more after a connection error or a 5xx
         result = ToolResult(tool.name, "unreachable")
         for attempt in range(1, attempts + 1):
-            result = self._send(tool, url, query, headers, body, started)
-            result = ToolResult(result.tool, result.outcome, result.status, result.data, result.detail,
-                                time.monotonic() - started, attempt)
+            result = replace(self._send(tool, url, query, headers, body, started),
+                             duration_s=time.monotonic() - started, attempts=attempt)
             retry = result.outcome == "unreachable" or (result.outcome == "http_error" and result.status >= 500)
             if not retry or time.monotonic() - started > self.timeout_s:
                 break
@@ -206,12 +205,11 @@ class ToolCaller:
         return ToolResult(tool.name, "ok", status, data)
 
     def _same_origin(self, url: str) -> bool:
-        parts = urlsplit(url)
-        origin = urlsplit(self.book.base_url)
-        ports = {"http": 80, "https": 443}
-        return (parts.scheme.lower() == origin.scheme.lower()
-                and (parts.hostname or "").lower() == (origin.hostname or "").lower()
-                and (parts.port or ports.get(parts.scheme.lower())) == (origin.port or ports.get(origin.scheme.lower())))
+        """Whether url is on the tools' origin (a URL that cannot be read never is)."""
+        try:
+            return split_url(url) == split_url(self.book.base_url)
+        except FetchError:
+            return False
 
 
 def fetch_document(url: str, *, timeout_s: float, auth_header: str | None = None,

@@ -151,6 +151,11 @@ class Hostile(BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", "http://127.0.0.2:9/steal")
             self.end_headers()
+        elif path == "/badport":  # a Location that is not a URL at all
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:notaport/steal")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif path == "/here":
             self.send_response(302)
             self.send_header("Location", "/json")
@@ -189,7 +194,7 @@ def hostile() -> Iterator[ToolBook]:
     Hostile.seen = []
     doc = {"openapi": "3.1.0", "info": {"title": "h", "version": "1"}, "servers": [{"url": f"http://127.0.0.1:{port}"}],
            "paths": {f"/{name}": {"get": {"operationId": name, "responses": {"200": {"description": "ok"}}}}
-                     for name in ("away", "here", "huge", "html", "slow", "down")}}
+                     for name in ("away", "badport", "here", "huge", "html", "slow", "down")}}
     try:
         yield tool_book(doc)
     finally:
@@ -199,7 +204,7 @@ def hostile() -> Iterator[ToolBook]:
 
 
 @pytest.mark.parametrize("name, outcome", [
-    ("away", "refused"), ("huge", "too_large"), ("html", "not_json"), ("slow", "timeout"), ("down", "http_error"),
+    ("away", "refused"), ("badport", "refused"), ("huge", "too_large"), ("html", "not_json"), ("slow", "timeout"), ("down", "http_error"),
 ])
 def test_a_hostile_or_broken_api_gives_an_outcome_never_an_exception(hostile: ToolBook, name: str, outcome: str) -> None:
     caller = ToolCaller(hostile, timeout_s=1.0, max_bytes=256 * 1024, auth_header="Authorization: Bearer s3cret")
