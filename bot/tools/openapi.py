@@ -15,13 +15,11 @@ parse no OpenAPI ourselves beyond walking the validated operations.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from bot.exceptions import BotError
 
@@ -88,12 +86,6 @@ class ToolBook:
     tools: dict[str, ToolSpec]
     title: str = ""
     skipped: tuple[str, ...] = field(default_factory=tuple)  # operations left out, and why
-
-    @property
-    def origin(self) -> str:
-        """Return scheme://host[:port] of the base URL: the only origin ever called."""
-        parts = urlsplit(self.base_url)
-        return f"{parts.scheme}://{parts.netloc}"
 
 
 def read_document(source: str, fetch: Any = None) -> dict[str, Any]:
@@ -186,9 +178,10 @@ def _for_model(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _operation_tool(refs: _Refs, path: str, method: str, operation: dict[str, Any],
+def _operation_tool(path: str, method: str, operation: dict[str, Any],
                     shared: list[dict[str, Any]]) -> ToolSpec | str:
-    """Return the operation's tool, or why it is left out."""
+    """Return the operation's tool, or why it is left out (its path item's `$ref`s already
+    resolved)."""
     name = operation.get("operationId")
     if not isinstance(name, str) or not name:
         return f"{method.upper()} {path}: no operationId"
@@ -197,8 +190,7 @@ def _operation_tool(refs: _Refs, path: str, method: str, operation: dict[str, An
     properties: dict[str, Any] = {}
     required: list[str] = []
     arguments: list[Argument] = []
-    by_key = {(p.get("name"), p.get("in")): p for p in (refs.inline(q) for q in shared)}
-    by_key.update({(p.get("name"), p.get("in")): p for p in (refs.inline(q) for q in operation.get("parameters", []))})
+    by_key = {(p.get("name"), p.get("in")): p for p in [*shared, *operation.get("parameters", [])]}
     for (pname, where), param in by_key.items():
         if not isinstance(pname, str) or where not in ("path", "query", "header"):
             continue  # cookies are never sent
@@ -215,7 +207,7 @@ def _operation_tool(refs: _Refs, path: str, method: str, operation: dict[str, An
         if param.get("required") or where == "path":
             required.append(pname)
     body_whole = False
-    body = refs.inline(operation.get("requestBody") or {})
+    body = operation.get("requestBody") or {}
     content = body.get("content") or {}
     media = next((v for k, v in content.items() if k.split(";")[0].strip() in ("application/json", "*/*")
                   or k.endswith("+json")), None)
@@ -257,7 +249,7 @@ def tool_book(document: dict[str, Any], base_url: str | None = None) -> ToolBook
     """Return the document's tools; raise ToolsConfigError if it is not a valid document
     or names no origin (`servers[0].url`, or `base_url`: TOOLS_BASE_URL)."""
     validate(document)
-    refs = _Refs(copy.deepcopy(document))
+    refs = _Refs(document)  # inline() builds new mappings: the document is never changed
     servers = document.get("servers") or []
     url = base_url or (servers[0].get("url") if servers and isinstance(servers[0], dict) else None)
     if not url or not str(url).startswith(("http://", "https://")):
@@ -272,7 +264,7 @@ def tool_book(document: dict[str, Any], base_url: str | None = None) -> ToolBook
             operation = item.get(method)
             if not isinstance(operation, dict):
                 continue
-            tool = _operation_tool(refs, path, method, operation, shared)
+            tool = _operation_tool(path, method, operation, shared)
             if isinstance(tool, str):
                 skipped.append(tool)
             elif tool.name in tools:
