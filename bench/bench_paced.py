@@ -379,6 +379,13 @@ def main() -> int:
                     if line.startswith("bot_step_seconds_bucket{")})
     slow = [(step, histogram_pct(metrics, "bot_step_seconds", f'step="{step}"', 99)[0]) for step in steps]
     print("steps' p99 (bucket, s): " + ", ".join(f"{step} <= {p99:g}" for step, p99 in sorted(slow, key=lambda kv: -kv[1])[:8]))
+    gc_pauses = []
+    for generation in ("0", "1", "2"):
+        longest, n = histogram_pct(metrics, "bot_gc_pause_seconds", f'generation="{generation}"', 100)
+        total = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                    if line.startswith(f'bot_gc_pause_seconds_sum{{generation="{generation}"}}'))
+        gc_pauses.append(f"gen {generation}: {n} pauses, longest <= {longest:g} s, {total * 1000:.0f} ms in all")
+    print("web's garbage collections: " + "; ".join(gc_pauses))
     for job in ("summary", "extraction"):
         p50, n = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 50)
         p99, _ = histogram_pct(metrics, "bot_background_lag_seconds", f'job="{job}"', 99)

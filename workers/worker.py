@@ -7,11 +7,14 @@ the children inherit them. Redis connection pools reset themselves after a fork.
 
 from __future__ import annotations
 
+import gc
+
 from typing import Any
 
 from rq.worker import Worker
 
 from bot.llm.sdk import build_all
+from bot.observability.metrics import time_gc
 from workers import jobs
 from workers.abandoned import may_redo, redo_abandoned, redo_now
 
@@ -92,7 +95,10 @@ class BotWorker(Worker):
                                    execution=execution)
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
-        """Warm up (the collaborators, and the SDK clients: bot/llm/sdk.py), then work as RQ does."""
+        """Warm up (the collaborators, and the SDK clients: bot/llm/sdk.py), freeze what that
+        loaded out of the collector's sight (docs/scaling.md, Pauses), then work as RQ does."""
         jobs.services()
         build_all()
+        time_gc()
+        gc.freeze()
         return super().work(*args, **kwargs)

@@ -121,7 +121,31 @@ PENDING_DROPPED = Counter(
     "Unsummarized pairs dropped at PENDING_MAX_BYTES, the last resort against a runaway client (none in a "
     "normal burst: extraction and the summary are hurried first).",
 )
+GC_SECONDS = Histogram(
+    "bot_gc_pause_seconds",
+    "Time each garbage collection stopped the process (every thread waits on it), by generation.",
+    ["generation"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
 RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
+
+
+def time_gc() -> None:
+    """Observe every garbage collection's pause in GC_SECONDS (once per process)."""
+    import gc
+    import time
+
+    if any(getattr(cb, "__name__", "") == "_gc_timer" for cb in gc.callbacks):
+        return
+    started: list[float] = [0.0]
+
+    def _gc_timer(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            GC_SECONDS.labels(str(info.get("generation", ""))).observe(time.perf_counter() - started[0])
+
+    gc.callbacks.append(_gc_timer)
 
 
 class QueueDepthCollector(Collector):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def test_a_jobs_work_horse_finds_the_sdk_loaded(settings, queue_redis_url: str) 
                     "--logging_level", "WARNING", "summaries"], env=worker_env(settings), check=True, timeout=120,
                    stderr=subprocess.DEVNULL)
     job.refresh()
-    assert job.return_value() == {"openai": True}
+    assert job.return_value() == {"openai": True, "frozen": True}
     connection.close()
 
 
@@ -44,8 +45,22 @@ def test_gunicorn_workers_build_the_apps_clients_before_their_first_request(sett
     app = create_app(settings)
     llm = app.extensions["bot.services"].llm.client
     assert llm._client is None  # lazy: the CLI and the tests never pay for it unless they call
-    post_worker_init(worker=None)
-    assert llm._client is not None
+    try:
+        post_worker_init(worker=None)
+        assert llm._client is not None
+        assert gc.get_freeze_count() > 0  # what start-up loaded is never scanned by a full collection again
+        before = _gc_pauses()
+        gc.collect()
+        assert _gc_pauses() > before  # and every collection's pause is timed
+    finally:
+        gc.unfreeze()
+
+
+def _gc_pauses() -> float:
+    from bot.observability.metrics import GC_SECONDS
+
+    return sum(sample.value for metric in GC_SECONDS.collect() for sample in metric.samples
+               if sample.name.endswith("_count") and sample.labels.get("generation") == "2")
 
 
 def test_the_procfiles_web_line_uses_the_gunicorn_settings() -> None:
