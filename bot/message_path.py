@@ -13,10 +13,12 @@ from bot.config import PROMPT_FRAME_TOKENS, Settings
 from bot.config.media import MediaSettings
 from bot.conversation.catalog import Catalog
 from bot.conversation.pipeline import Step
+from bot.conversation.steps.actions import ActionsStep
 from bot.conversation.steps.activity import ActivityStep
 from bot.conversation.steps.claim import ClaimStep
 from bot.conversation.steps.command import CommandStep
 from bot.conversation.steps.commit import CommitStep
+from bot.conversation.steps.confirm import ConfirmStep
 from bot.conversation.steps.embed import EmbedStep
 from bot.conversation.steps.entities import EntityMatchStep
 from bot.conversation.steps.hand_off import HandOffStep
@@ -32,6 +34,7 @@ from bot.conversation.steps.prompt import PromptStep
 from bot.conversation.replies import shipped
 from bot.conversation.steps.rate_limit import RateLimitStep
 from bot.conversation.steps.task import TaskStep
+from bot.conversation.tool_use import ToolUse
 from bot.knowledge.retrieval import Retriever
 from bot.llm.client import LLMClient
 from bot.llm.embeddings import Embedder
@@ -39,6 +42,7 @@ from bot.llm.prompts import Prompt
 from bot.llm.tokens import TokenCounter
 from bot.llm.transcription import Transcriber, make_transcription_client
 from bot.memory.matching import EntityMatcher
+from bot.storage.actions import ActionStore
 from bot.storage.activity import ActivityStore
 from bot.storage.limits import RateCounter
 from bot.users.data import UserData
@@ -64,6 +68,8 @@ def build_steps(
     gate_embedder: Embedder | None = None,
     catalog: Catalog | None = None,
     preload_language: bool = True,
+    tools: ToolUse | None = None,
+    actions: ActionStore | None = None,
 ) -> dict[str, Step | None]:
     """Return each step of the message path, by name, with its collaborators and its own
     settings; bot/conversation/pipeline.py puts them in order.
@@ -72,7 +78,8 @@ def build_steps(
     background jobs. Without a media source (the CLI's services) attachments get the polite
     "couldn't download" reply. Without a handover store nobody can take a conversation over;
     without `activity` nothing is counted for the console. Without a retriever no knowledge
-    base is searched; with one, the claim also reads the knowledge base's version.
+    base is searched; with one, the claim also reads the knowledge base's version. Without
+    tools (TOOLS_OPENAPI unset) the model is asked once, and nothing is proposed or confirmed.
     """
     facts = users.facts if with_memory else None
     jobs = users.jobs if with_memory else None
@@ -89,6 +96,8 @@ def build_steps(
                            redis_worst_s=worst, image_room=settings.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS
                            - settings.MEMORY_MAX_TOKENS, placeholders=settings.MEDIA_PLACEHOLDERS),
         "handover": HandoverStep(users, users.handover, words, settings.HANDOVER_NOTICE) if users.handover else None,
+        "confirm": ConfirmStep(actions, tools.book, tools.caller, words, worst)
+        if tools is not None and actions is not None else None,
         "entities": EntityMatchStep(matcher if with_memory else None),
         "task": TaskStep(llm, task_prompt, on=settings.TASK_EXTRACTION == "on", model=settings.task_model,
                          deadline_s=settings.TASK_DEADLINE_S, check_entities=settings.ENTITY_TASK_CHECK,
@@ -105,9 +114,11 @@ def build_steps(
                              full_history=settings.CONTEXT_STRATEGY == "full_history"),
         "load-shed": LoadShedStep(settings.MODEL_CONCURRENCY, words),
         "model": ModelStep(llm, prompt_ref=system_prompt.ref, max_tokens=settings.REPLY_MAX_TOKENS,
-                           vision_model=settings.vision_model, redis_worst_s=worst),
+                           vision_model=settings.vision_model, redis_worst_s=worst,
+                           tools=tools if actions is not None else None, catalog=words),
         "judge": JudgeStep(settings.MIN_PAIR_CHARS, settings.rephrase_phrases, words),
         "commit": CommitStep(users.store),
+        "actions": ActionsStep(actions) if tools is not None and actions is not None else None,
         "activity": ActivityStep(activity) if activity is not None else None,
         "hand-off": HandOffStep(users.store, jobs,
                                 settings.EXTRACTION_MAX_PAIRS if settings.EXTRACTION_IDLE_S > 0 else 0),

@@ -29,6 +29,7 @@ from bot.knowledge.sites import Sites
 from bot.memory.vectors import FactVectors
 from bot.storage.sites import SiteStore
 from bot.memory.names import entity_key
+from bot.storage.actions import ActionStore
 from bot.storage.activity import ActivityStore
 from bot.storage.centers import CenterStore
 from bot.storage.connection import QUEUE_REQUIRED, is_cluster, make_redis
@@ -226,7 +227,8 @@ def build_services(
     usage = UsageStore(client, ttl_seconds=ttls.facts, activity=activity)
     handover = HandoverStore(client, ttl_seconds=settings.HANDOVER_TTL_HOURS * 3600, log_ttl_seconds=ttls.context)
     deferred = DeferredStore(client, settings.DEFERRED_TURN_S)
-    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index)
+    actions = ActionStore(client, confirm_ttl_s=settings.TOOLS_CONFIRM_TTL_S, log_ttl_s=ttls.context)
+    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index, actions)
     knowledge = KnowledgeStore(client)
     answers = role == "web" or (role == "worker" and settings.deferred_on)  # runs the message path
     retriever = Retriever(knowledge, counter, settings, embedder, gate_embedder) if answers or role == "cli" else None
@@ -242,6 +244,26 @@ def build_services(
             services.deferred_pipeline = message_path(services, media_source, full, settings.DEFERRED_TURN_S,
                                                       preload_language=False)
     return services
+
+
+def tool_use(settings: Settings, counter: TokenCounter) -> Any:
+    """Return the business's tools for the reply model (docs/tools.md), or None when
+    TOOLS_OPENAPI is unset; raise ToolsConfigError when its document is not usable."""
+    from bot.tools import load_tool_book
+
+    book = load_tool_book(settings)
+    if book is None:
+        return None
+    from bot.conversation.tool_use import ToolUse
+    from bot.tools.caller import ToolCaller
+
+    caller = ToolCaller(book, timeout_s=settings.TOOLS_TIMEOUT_S, max_bytes=settings.TOOLS_MAX_RESPONSE_BYTES,
+                        auth_header=settings.TOOLS_AUTH_HEADER)
+    log.info("tools.loaded", tools=len(book.tools), writes=sum(1 for t in book.tools.values() if t.write),
+             skipped=len(book.skipped))
+    return ToolUse(book, caller, counter, max_rounds=settings.TOOLS_MAX_ROUNDS,
+                   result_tokens=settings.TOOLS_RESULT_MAX_TOKENS, breaker_failures=settings.TOOLS_BREAKER_FAILURES,
+                   breaker_pause_s=settings.TOOLS_BREAKER_PAUSE_S)
 
 
 def message_path(s: Services, media_source: MediaSource | None, full: bool, deadline_s: float,
@@ -263,5 +285,6 @@ def message_path(s: Services, media_source: MediaSource | None, full: bool, dead
                         task_prompt=s.prompts.task, media_source=media_source, transcriber=transcriber,
                         activity=s.activity, retriever=s.retriever, knowledge_rules=s.prompts.knowledge,
                         embedder=s.embedder, gate_embedder=s.gate_embedder, catalog=s.prompts.replies,
-                        preload_language=preload_language)
+                        preload_language=preload_language, tools=tool_use(settings, s.counter),
+                        actions=s.users.actions)
     return Pipeline(steps, s.store, deadline_s=deadline_s)

@@ -44,6 +44,7 @@ class InboundMessage:
     location: Location | None = None
     profile_name: str = ""
     to: str = ""  # the number the user wrote to (whatsapp:+E164): a reply sent by API goes from it
+    received_at: float = 0.0  # Unix seconds the webhook got it (a deferred message's); 0: now
 
     @property
     def media_types(self) -> tuple[str, ...]:

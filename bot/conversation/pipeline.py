@@ -22,12 +22,12 @@ from bot.storage.context import ContextStore
 #: The steps, in the order they run. A deployment may leave out the optional ones (see
 #: OPTIONAL); the rest always run.
 ORDER: tuple[str, ...] = (
-    "claim", "language", "command", "rate-limit", "media", "handover", "entities", "task", "embed", "knowledge",
-    "memory", "prompt", "load-shed", "model", "judge", "commit", "activity", "hand-off",
+    "claim", "language", "command", "rate-limit", "media", "handover", "confirm", "entities", "task", "embed",
+    "knowledge", "memory", "prompt", "load-shed", "model", "judge", "commit", "actions", "activity", "hand-off",
 )
-#: Steps a process may run without: handover (no store), task (the full-history baseline),
-#: activity (no console counts).
-OPTIONAL = frozenset({"handover", "task", "activity"})
+#: Steps a process may run without: handover (no store), confirm and actions (no tools), task
+#: (the full-history baseline), activity (no console counts).
+OPTIONAL = frozenset({"handover", "confirm", "task", "actions", "activity"})
 
 
 class Step(Protocol):

@@ -83,6 +83,8 @@ class Answer:
     reply: str | None = None  # set once the reply is settled
     status: str = "answered"  # answered, duplicate, inflight, degraded, command, handover, ...
     reason: str = filtering.REASON_OK
+    proposal: dict[str, Any] | None = None  # a write the model asked for, waiting for the user's yes
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # what was called, for the user's log
 
 
 @dataclass
@@ -108,6 +110,10 @@ class Turn:
     record: Record = field(default_factory=Record)
     stopped: bool = False
     finally_: list[Callable[[], None]] = field(default_factory=list)  # run when the turn ends, always
+    received: float = 0.0  # Unix seconds the message arrived (its webhook's, for a deferred one)
+
+    def __post_init__(self) -> None:
+        self.received = self.received or self.msg.received_at or time.time()
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline."""

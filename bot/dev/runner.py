@@ -131,6 +131,8 @@ class Runner:
             # its stand-in website (bot/dev/standin_site.py) is on loopback: `kb add` may read it
             if not env.get("KB_ALLOW_PRIVATE_URLS"):
                 chosen["KB_ALLOW_PRIVATE_URLS"] = "true"
+            if not env.get("TOOLS_OPENAPI"):
+                chosen.update(self._start_clinic())
         if not env.get("EMBEDDING_PORT") and not port_free(settings.EMBEDDING_PORT):
             chosen["EMBEDDING_PORT"] = str(free_port())  # another run's `embed` has the default
         if not env.get("TWILIO_AUTH_TOKEN"):
@@ -138,6 +140,20 @@ class Runner:
             if not env.get("TWILIO_API_BASE_URL") and not env.get("TWILIO_ACCOUNT_SID"):
                 chosen.update(self._start_twilio(chosen["TWILIO_AUTH_TOKEN"]))
         return chosen
+
+    def _start_clinic(self) -> dict[str, str]:
+        """Start the example business API (a small clinic's appointments: bot/dev/clinic_api.py)
+        for the stand-in model's tour of tools (docs/tools.md); return the settings that name
+        its document. Waits until it answers: the web reads the document as it starts."""
+        port = free_port()
+        clinic = subprocess.Popen([sys.executable, "-m", "bot.dev.clinic_api", "--port", str(port)],
+                                  start_new_session=True, preexec_fn=die_with_parent)
+        self.children.append(clinic)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and port_free(port):  # not listening yet
+            time.sleep(0.1)
+        return {"TOOLS_OPENAPI": f"{url}/openapi.json"}
 
     def _start_twilio(self, token: str) -> dict[str, str]:
         """Start the local Twilio stand-in (media behind basic auth, the Messages API) for a

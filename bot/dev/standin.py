@@ -6,7 +6,8 @@ user message, and a fact extraction request with the facts of the user's plain f
 statements (bot/dev/standin_facts.py), and pass 2 with the named things in those facts
 (bot/dev/standin_entities.py); a test can queue exact answers, errors and delays, and read
 back what was asked. Never for production: it refuses to start with APP_ENV=production.
-A photo is answered from its size and format (bot/dev/standin_images.py), a voice note
+Offered tools are called for what the message asks (bot/dev/standin_tools.py), a photo
+answered from its size and format (bot/dev/standin_images.py), a voice note
 (POST /v1/audio/transcriptions) by real speech recognition (bot/dev/standin_audio.py), a
 REFERENCE block by quoting it, and POST /v1/embeddings (bot/dev/standin_knowledge.py).
 
@@ -33,16 +34,18 @@ import os
 import sys
 import threading
 import time
+from datetime import date
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
 from bot.dev import standin_audio
-from bot.dev.standin_http import Step, _Server, client_gone
+from bot.dev.standin_http import Step, _Server, client_gone, invalid_request, last_user_text, wants_json
 from bot.dev.standin_entities import ENTITY_SCHEMA_NAME, extract_request_entities
 from bot.dev.standin_facts import extract_request_facts
 from bot.dev.standin_given import given, summary_reply
 from bot.dev.standin_images import InvalidImage, SeenImage, message_images, text_parts
 from bot.dev.standin_tasks import TASK_SCHEMA_NAME, extract_request_task
+from bot.dev.standin_tools import tool_answer
 from bot.dev.standin_knowledge import EmbeddingRequests, reference_reply
 from bot.dev.standin_site import send_site
 from bot.llm.tokens import TokenCounter
@@ -62,22 +65,6 @@ _FILLER = (
     "I can also suggest next steps if that helps. "
     "Tell me what matters most to you and I will focus on it. "
 )
-
-
-def _wants_json(body: dict[str, Any]) -> bool:
-    response_format = body.get("response_format")
-    return isinstance(response_format, dict) and response_format.get("type") in ("json_schema", "json_object")
-
-
-def _last_user_text(messages: list[dict[str, Any]]) -> str:
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            return "\n".join(text_parts(message.get("content")))  # a photo's caption, say
-    return ""
-
-
-def _invalid(message: str, **extra: Any) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "invalid_request_error", **extra}}
 
 
 class StandinModel:
@@ -196,11 +183,11 @@ class StandinModel:
         properties = json_schema.get("schema", {}).get("properties", {})
         answer: dict[str, Any] = {name: [] for name, spec in properties.items() if spec.get("type") == "array"}
         if json_schema.get("name") == FACTS_SCHEMA_NAME:
-            answer["facts"] = extract_request_facts(_last_user_text(body.get("messages") or []))
+            answer["facts"] = extract_request_facts(last_user_text(body.get("messages") or []))
         elif json_schema.get("name") == ENTITY_SCHEMA_NAME:
-            answer["entities"] = extract_request_entities(_last_user_text(body.get("messages") or []))
+            answer["entities"] = extract_request_entities(last_user_text(body.get("messages") or []))
         elif json_schema.get("name") == TASK_SCHEMA_NAME:
-            answer = extract_request_task(_last_user_text(body.get("messages") or []))
+            answer = extract_request_task(last_user_text(body.get("messages") or []))
         return json.dumps(answer)
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], float]:
@@ -208,22 +195,25 @@ class StandinModel:
         messages = body.get("messages") or []
         if not isinstance(messages, list) or not messages:
             return 400, {"error": {"message": "messages is required", "type": "invalid_request_error"}}, 0
-        last_user = _last_user_text(messages)
+        last_user = last_user_text(messages)
         if self.record == "full":
             with self._lock:
                 self._requests.append(body)
         try:  # every image is billed, an earlier one too, so every one must decode
             images = [message_images(m) for m in messages]
         except InvalidImage as err:
-            return 400, _invalid(f"Invalid image: {err}.", code="invalid_image"), 0
+            return 400, invalid_request(f"Invalid image: {err}.", code="invalid_image"), 0
         step = self._next_step(last_user) or Step()
         delay = self.latency_s + step.delay_s
         if step.status != 200:
             return step.status, self._scripted_error(step), delay
         content = step.content
+        calls, said = tool_answer(body, last_user, date.today()) if content is None and not wants_json(body) \
+            else ([], None)
+        content = "" if calls else (f"{CANNED_NOTICE} {said}" if said else content)
         if content is None:
             last_images = next((seen for m, seen in zip(messages[::-1], images[::-1]) if m.get("role") == "user"), [])
-            content = self.canned_json(body) if _wants_json(body) else summary_reply(messages) or (
+            content = self.canned_json(body) if wants_json(body) else summary_reply(messages) or (
                 reference_reply(messages, CANNED_NOTICE, given(messages))
                 or self.canned_reply(last_user, last_images, given(messages)))
         prompt_tokens = sum(  # the cookbook's count: framing, role and text per message, and images
@@ -243,8 +233,9 @@ class StandinModel:
         payload = {
             "id": f"chatcmpl-standin-{hashlib.sha256(content.encode()).hexdigest()[:12]}",
             "object": "chat.completion", "created": int(time.time()), "model": body.get("model") or "standin",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "finish_reason": step.finish_reason, "logprobs": None}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content or None,
+                                                 **({"tool_calls": calls} if calls else {})},
+                         "finish_reason": "tool_calls" if calls else step.finish_reason, "logprobs": None}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
@@ -272,7 +263,7 @@ class StandinModel:
                     self.cancelled.append(request["filename"])
                 raise
         except standin_audio.BadRequest as err:
-            return 400, _invalid(str(err), param=err.param), 0
+            return 400, invalid_request(str(err), param=err.param), 0
         if step.stall_s:
             payload["_stall_s"] = step.stall_s
         return 200, payload, self.latency_s + step.delay_s

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from bot.dev.standin_images import text_parts
+
 
 @dataclass
 class Step:
@@ -58,3 +60,22 @@ def client_gone(connection: socket.socket) -> bool:
         return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
+
+
+def wants_json(body: dict[str, Any]) -> bool:
+    """Return whether a chat request asks for Structured Outputs or JSON mode."""
+    response_format = body.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") in ("json_schema", "json_object")
+
+
+def last_user_text(messages: list[dict[str, Any]]) -> str:
+    """Return the text of the last user message (a photo's caption, say)."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return "\n".join(text_parts(message.get("content")))  # a photo's caption, say
+    return ""
+
+
+def invalid_request(message: str, **extra: Any) -> dict[str, Any]:
+    """Return an OpenAI-shaped invalid_request_error body."""
+    return {"error": {"message": message, "type": "invalid_request_error", **extra}}

@@ -22,6 +22,15 @@ log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One tool the model asked for: the call's id, the tool's name, its arguments as JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Completion:
     """One model answer and what it cost."""
 
@@ -31,6 +40,7 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     duration_s: float
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 def retryable() -> tuple[type[Exception], ...]:
@@ -102,7 +112,7 @@ class LLMClient:
 
     def complete(
         self,
-        messages: list[dict[str, str]],
+        messages: list[dict[str, Any]],
         *,
         purpose: str,
         prompt_ref: str,
@@ -112,10 +122,13 @@ class LLMClient:
         temperature: float | None = None,
         deadline_s: float | None = None,
         max_retries: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
         """Return the model's completion of messages, or raise LLMUnavailable; retries included
         (max_retries, else the client's), within deadline_s when given (what is left of a
-        webhook's time), else the client's."""
+        webhook's time), else the client's. With `tools` (function definitions) the model may
+        answer with tool calls instead of text (docs/tools.md)."""
         model = model or self.model
         budget = self.deadline_s if deadline_s is None else min(self.deadline_s, deadline_s)
         if budget < MIN_ATTEMPT_S:
@@ -127,6 +140,10 @@ class LLMClient:
             extra["response_format"] = response_format
         if temperature is not None:
             extra["temperature"] = temperature
+        if tools:
+            extra["tools"] = tools
+            if tool_choice:
+                extra["tool_choice"] = tool_choice
         started = time.perf_counter()
         import openai  # loaded with the client, at its first call (bot/llm/sdk.py)
 
@@ -158,6 +175,10 @@ class LLMClient:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             duration_s=duration,
+            tool_calls=tuple(
+                ToolCall(call.id, call.function.name, call.function.arguments or "{}")
+                for call in (choice.message.tool_calls or ()) if getattr(call, "function", None) is not None
+            ),
         )
         MODEL_TOKENS.labels(purpose=purpose, model=completion.model, kind="prompt").inc(completion.prompt_tokens)
         MODEL_TOKENS.labels(purpose=purpose, model=completion.model, kind="completion").inc(completion.completion_tokens)
@@ -170,5 +191,6 @@ class LLMClient:
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
             finish_reason=completion.finish_reason,
+            tool_calls=len(completion.tool_calls),
         )
         return completion

@@ -85,11 +85,15 @@ BREAKER_PAUSE_S = 30.0
 
 
 class Breaker:
-    """Stop asking a model that keeps failing on the message path, and try again later."""
+    """Stop asking a model (or a tool: docs/tools.md) that keeps failing on the message path,
+    and try again later: after `failures` in a row, one caller tries every `pause_s`."""
 
-    def __init__(self, failures: int = BREAKER_FAILURES, pause_s: float = BREAKER_PAUSE_S) -> None:
+    def __init__(self, failures: int = BREAKER_FAILURES, pause_s: float = BREAKER_PAUSE_S, *,
+                 event: str = "embeddings.paused",
+                 detail: str = "messages are answered by words until the model answers again", **fields: str) -> None:
         self.failures = failures
         self.pause_s = pause_s
+        self.event, self.detail, self.fields = event, detail, fields  # what the log says when it opens
         self._lock = threading.Lock()
         self._count = 0
         self._until = 0.0
@@ -113,8 +117,7 @@ class Breaker:
             self._count += 1
             if self._count == self.failures:
                 self._until = time.monotonic() + self.pause_s
-                log.warning("embeddings.paused", seconds=self.pause_s, failures=self._count,
-                            detail="messages are answered by words until the model answers again")
+                log.warning(self.event, seconds=self.pause_s, failures=self._count, detail=self.detail, **self.fields)
 
 
 class Embedder:

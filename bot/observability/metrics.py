@@ -121,6 +121,18 @@ PENDING_DROPPED = Counter(
     "Unsummarized pairs dropped at PENDING_MAX_BYTES, the last resort against a runaway client (none in a "
     "normal burst: extraction and the summary are hurried first).",
 )
+TOOL_CALLS = Counter(
+    "bot_tool_calls_total",
+    "Calls of the business's tools by tool and outcome (ok, http_error, timeout, unreachable, refused, "
+    "too_large, not_json, bad_arguments, unknown_tool, proposed: a write waiting for the user's yes).",
+    ["tool", "outcome"],
+)
+TOOL_SECONDS = Histogram(
+    "bot_tool_seconds",
+    "Time one call of a business tool took, by kind (read or write).",
+    ["kind"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 GC_SECONDS = Histogram(
     "bot_gc_pause_seconds",
     "Time each garbage collection stopped the process (every thread waits on it), by generation.",

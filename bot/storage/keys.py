@@ -40,9 +40,12 @@ HANDOVER_LOG = KeySpec(
 DEFERRED = KeySpec("chat_deferred:", "list", "messages a worker answers (docs/deferred.md), oldest first", "deferred")
 DEFERRED_RUN = KeySpec("chat_deferred_run:", "string", "the token of the job answering the deferred messages", "deferred")
 
+ACTION = KeySpec("chat_action:", "hash", "the write the bot proposed, waiting for the user's yes (docs/tools.md)", "action")
+TOOL_LOG = KeySpec("chat_tool_log:", "list", "the user's last tool calls: tool, outcome, status, when (never the API's answer)",
+                   "context")
 #: Every per-user key, for inspection, export and erasure.
 USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE, HANDOVER, HANDOVER_LOG,
-             VECTORS, DEFERRED, DEFERRED_RUN)
+             VECTORS, DEFERRED, DEFERRED_RUN, ACTION, TOOL_LOG)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -56,6 +59,7 @@ TTL_RULES = {
     "signin": "CONSOLE_SIGNIN_WINDOW_S",  # failed sign-ins are counted over this window
     "activity": "ACTIVITY_KEEP_DAYS",  # hourly and daily counters of the console's overview
     "deferred": "DEFERRED_TURN_S",  # a runner's hold: two turns; the queue: ten, from the last change
+    "action": "TOOLS_CONFIRM_TTL_S",  # from the proposal: an answer after it proposes nothing
 }
 
 #: Shared facts an operator maintains (business hours…); one hash for the whole bot, no TTL.
@@ -117,6 +121,8 @@ HANDOVER_PREFIX = HANDOVER.prefix
 HANDOVER_LOG_PREFIX = HANDOVER_LOG.prefix
 DEFERRED_PREFIX = DEFERRED.prefix
 DEFERRED_RUN_PREFIX = DEFERRED_RUN.prefix
+ACTION_PREFIX = ACTION.prefix
+TOOL_LOG_PREFIX = TOOL_LOG.prefix
 USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
 
 

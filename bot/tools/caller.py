@@ -123,10 +123,13 @@ class ToolCaller:
             body = {}
         return self.book.base_url + path, query, headers, body
 
-    def call(self, tool: ToolSpec, arguments: dict[str, Any], user: str, idempotency_key: str | None = None) -> ToolResult:
-        """Call the tool for this user and return what came of it; never raises for the API's
-        failures (the model is told, and offers a person)."""
+    def call(self, tool: ToolSpec, arguments: dict[str, Any], user: str, idempotency_key: str | None = None,
+             timeout_s: float | None = None) -> ToolResult:
+        """Call the tool for this user and return what came of it, within timeout_s (at most
+        TOOLS_TIMEOUT_S: what the turn has left); never raises for the API's failures (the
+        model is told, and offers a person)."""
         started = time.monotonic()
+        timeout = self.timeout_s if timeout_s is None else max(0.1, min(timeout_s, self.timeout_s))
         arguments = arguments_for(tool, arguments, user)
         try:
             url, query, headers, body = self.request_parts(tool, arguments)
@@ -139,19 +142,19 @@ class ToolCaller:
         attempts = 1 if tool.write else 2  # a read once more after a connection error or a 5xx
         result = ToolResult(tool.name, "unreachable")
         for attempt in range(1, attempts + 1):
-            result = replace(self._send(tool, url, query, headers, body, started),
+            result = replace(self._send(tool, url, query, headers, body, started, timeout),
                              duration_s=time.monotonic() - started, attempts=attempt)
             retry = result.outcome == "unreachable" or (result.outcome == "http_error" and result.status >= 500)
-            if not retry or time.monotonic() - started > self.timeout_s:
+            if not retry or time.monotonic() - started > timeout:
                 break
         log.info("tool.called", tool=tool.name, outcome=result.outcome, status=result.status,
                  duration_ms=round(result.duration_s * 1000, 1), attempts=result.attempts)
         return result
 
     def _send(self, tool: ToolSpec, url: str, query: dict[str, Any], headers: dict[str, str], body: Any,
-              started: float) -> ToolResult:
+              started: float, timeout_s: float) -> ToolResult:
         httpx = httpx_module()
-        deadline = started + self.timeout_s
+        deadline = started + timeout_s
         method = tool.method
         for _hop in range(MAX_REDIRECTS + 1):
             sent = dict(headers)
@@ -166,7 +169,7 @@ class ToolCaller:
                                                      timeout=httpx.Timeout(left))
                 response = self._http().send(request, stream=True)
             except httpx.TimeoutException:
-                return ToolResult(tool.name, "timeout", detail=f"over {self.timeout_s:g} s")
+                return ToolResult(tool.name, "timeout", detail=f"over {timeout_s:g} s")
             except transport_errors() as err:
                 return ToolResult(tool.name, "unreachable", detail=type(err).__name__)
             try:

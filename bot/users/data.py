@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import redis
 
 from bot.jobs.queue import JobQueue
+from bot.storage.actions import ActionStore
 from bot.storage.context import ContextStore
 from bot.storage.deferred import DeferredStore
 from bot.storage.entities import EntityStore
@@ -32,3 +33,4 @@ class UserData:
     handover: HandoverStore | None = None
     deferred: DeferredStore | None = None  # messages a worker is answering (docs/deferred.md)
     index: UserIndex | None = None  # the users by last activity (the console's list)
+    actions: ActionStore | None = None  # a write waiting for the user's yes, and their tool calls (docs/tools.md)

@@ -56,6 +56,7 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         "entities": entity_report(data, user),
         **handover_report(data, user),
         "deferred": deferred_report(data, user),
+        **tools_report(data, user),
         "keys": key_report(data.redis, user_keys(user)),
     }
 
@@ -74,6 +75,17 @@ def deferred_report(data: UserData, user: str, with_text: bool = False) -> list[
             row["body"] = queued.data.get("body", "")
         rows.append(row)
     return rows
+
+
+def tools_report(data: UserData, user: str) -> dict[str, Any]:
+    """Return the write waiting for the user's yes (`pending_action`) and their last tool
+    calls, newest first (`tool_calls`: tool, outcome, status, when; never the API's answer)."""
+    if data.actions is None:
+        return {"pending_action": None, "tool_calls": []}
+    pending = data.actions.pending(user)
+    calls = [{**call, "when": iso(call.get("at"))} for call in data.actions.calls(user)]
+    return {"pending_action": {k: pending.get(k) for k in ("tool", "summary", "arguments", "at")} | {
+        "since": iso(pending.get("at"))} if pending else None, "tool_calls": calls}
 
 
 def handover_report(data: UserData, user: str) -> dict[str, Any]:
@@ -140,6 +152,7 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
         "usage": usage_report(data, user),
         **handover_report(data, user),
         "deferred": deferred_report(data, user, with_text=True),
+        **tools_report(data, user),
         "recent_replies": seen_records(data.redis, user),
         "keys": key_report(data.redis, user_keys(user)),
     }

@@ -21,7 +21,7 @@ from bot.conversation.pipeline import ORDER, OPTIONAL
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ("heard", "stored", "found", "answer", "record")
 #: Turn's own attributes a step may use freely: the message and the turn's control.
-CONTROL = ("msg", "deadline", "claim_token", "stopped", "finally_", "remaining")
+CONTROL = ("msg", "received", "deadline", "claim_token", "stopped", "finally_", "remaining")
 #: What Turn's methods touch (bot/conversation/turn.py).
 METHODS = {
     "final_reply": ({"answer.reply", "heard.reply_prefix"}, set()),

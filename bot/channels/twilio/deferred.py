@@ -48,15 +48,20 @@ INFLIGHT_POLL_S = 1.0
 
 
 def deferred_kind(msg: InboundMessage, settings: Settings) -> str | None:
-    """Return why this message cannot be promised inside the webhook ("voice", "photo"), or
-    None when it can."""
+    """Return why this message cannot be promised inside the webhook ("voice", "photo",
+    "tools"), or None when it can."""
+    model_worst = min(settings.LLM_TIMEOUT_S * (settings.LLM_MAX_RETRIES + 1), MODEL_DEADLINE_S)
     if not msg.media:
+        # With the business's tools a reply may take two model rounds and a call between them
+        # (docs/tools.md): when that cannot fit in the webhook's time, a worker answers.
+        tools_worst = 2 * model_worst + settings.TOOLS_TIMEOUT_S
+        if settings.TOOLS_OPENAPI and tools_worst > settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S:
+            return "tools"
         return None
     family = msg.media[0].family
     if family == "audio" and settings.VOICE:
         return "voice"
     if family == "image" and settings.VISION:
-        model_worst = min(settings.LLM_TIMEOUT_S * (settings.LLM_MAX_RETRIES + 1), MODEL_DEADLINE_S)
         if settings.MEDIA_FETCH_TIMEOUT_S + model_worst > settings.WEBHOOK_DEADLINE_S - HTTP_MARGIN_S:
             return "photo"
     return None
@@ -77,6 +82,7 @@ def decode(sid: str, data: dict[str, Any]) -> InboundMessage:
         media=tuple(MediaItem(str(t), str(r)) for t, r in data.get("media") or []),
         location=Location(**location) if isinstance(location, dict) else None,
         profile_name=str(data.get("profile", "")), to=str(data.get("to", "")),
+        received_at=float(data.get("at") or 0.0),
     )
 
 

@@ -1,0 +1,10 @@
+-- action_drop: the user answered a proposal with something other than a yes: drop it,
+-- unless a message has already taken it (docs/tools.md).
+-- KEYS: action
+-- A: none.
+-- Returns the dropped proposal's JSON, or false when none was waiting.
+if redis.call('HEXISTS', K.action, 'taken') == 1 then return false end
+local proposal = redis.call('HGET', K.action, 'a')
+if not proposal then return false end
+redis.call('DEL', K.action)
+return proposal
