@@ -14,7 +14,6 @@ from typing import Any
 from rq.worker import Worker
 
 from bot.llm.sdk import build_all
-from bot.observability.metrics import time_gc
 from workers import jobs
 from workers.abandoned import may_redo, redo_abandoned, redo_now
 
@@ -99,6 +98,5 @@ class BotWorker(Worker):
         loaded out of the collector's sight (docs/scaling.md, Pauses), then work as RQ does."""
         jobs.services()
         build_all()
-        time_gc()
         gc.freeze()
         return super().work(*args, **kwargs)

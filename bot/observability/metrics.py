@@ -4,6 +4,7 @@ PROMETHEUS_MULTIPROC_DIR to a shared empty directory so /metrics adds up every p
 from __future__ import annotations
 
 import os
+from collections import deque
 from typing import Callable, Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -142,9 +143,20 @@ GC_SECONDS = Histogram(
 RESETS = Counter("bot_resets_total", "Conversation resets by who asked (user, operator, admin_api, cli).", ["via"])
 
 
+#: Pauses measured and not yet put in GC_SECONDS: (generation, seconds).
+_GC_PAUSES: deque[tuple[int, float]] = deque(maxlen=10_000)
+#: How often the pauses measured are put in GC_SECONDS.
+GC_FLUSH_S = 2.0
+
+
 def time_gc() -> None:
-    """Observe every garbage collection's pause in GC_SECONDS (once per process)."""
+    """Measure every garbage collection's pause, and put them in GC_SECONDS every
+    GC_FLUSH_S from a thread of this process (once per process: the web's, after its fork).
+
+    The callback itself takes no lock: a collection can start inside any code, prometheus's
+    own lock included, and observing there would wait on it forever (docs/scaling.md, Pauses)."""
     import gc
+    import threading
     import time
 
     if any(getattr(cb, "__name__", "") == "_gc_timer" for cb in gc.callbacks):
@@ -154,10 +166,26 @@ def time_gc() -> None:
     def _gc_timer(phase: str, info: dict) -> None:
         if phase == "start":
             started[0] = time.perf_counter()
-        else:
-            GC_SECONDS.labels(str(info.get("generation", ""))).observe(time.perf_counter() - started[0])
+        else:  # deque.append: atomic, no lock
+            _GC_PAUSES.append((int(info.get("generation", -1)), time.perf_counter() - started[0]))
+
+    def _flush() -> None:
+        while True:
+            time.sleep(GC_FLUSH_S)
+            flush_gc()
 
     gc.callbacks.append(_gc_timer)
+    threading.Thread(target=_flush, name="gc-metrics", daemon=True).start()
+
+
+def flush_gc() -> int:
+    """Put the pauses measured since the last flush in GC_SECONDS; return how many."""
+    count = 0
+    while _GC_PAUSES:
+        generation, seconds = _GC_PAUSES.popleft()
+        GC_SECONDS.labels(str(generation)).observe(seconds)
+        count += 1
+    return count
 
 
 class QueueDepthCollector(Collector):

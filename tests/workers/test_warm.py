@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import redis
 from rq import Queue
 
 from bot.llm.sdk import build_all, lazy_client
+from bot.observability.metrics import flush_gc
 from tests.workers.test_recovery import worker_env
 
 pytestmark = pytest.mark.integration
@@ -51,9 +53,32 @@ def test_gunicorn_workers_build_the_apps_clients_before_their_first_request(sett
         assert gc.get_freeze_count() > 0  # what start-up loaded is never scanned by a full collection again
         before = _gc_pauses()
         gc.collect()
+        flush_gc()
         assert _gc_pauses() > before  # and every collection's pause is timed
     finally:
         gc.unfreeze()
+
+
+def test_a_collection_inside_the_metrics_own_lock_does_not_wait_on_it() -> None:
+    """A collection can start anywhere, inside prometheus's lock too: timing it must not take
+    that lock (it did, and a deferred reply's job waited forever)."""
+    from bot.observability.metrics import GC_SECONDS, time_gc
+
+    time_gc()
+    value = GC_SECONDS.labels("2")._sum  # type: ignore[attr-defined]
+    lock = getattr(value, "_lock", None)
+    assert lock is not None
+    done = threading.Event()
+
+    def collect_while_locked() -> None:
+        with lock:
+            gc.collect()
+        done.set()
+
+    worker = threading.Thread(target=collect_while_locked, daemon=True)
+    worker.start()
+    assert done.wait(10), "the GC callback waited on the metric's lock"
+    flush_gc()
 
 
 def _gc_pauses() -> float:
