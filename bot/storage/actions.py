@@ -78,10 +78,10 @@ class ActionStore:
         self.scripts.run("action_finish", keys={"action": user_key(ACTION_PREFIX, user)},
                          args={"sid": sid, "outcome": json.dumps(outcome, ensure_ascii=False, separators=(",", ":"))})
 
-    def drop(self, user: str) -> dict[str, Any] | None:
-        """Drop a proposal nobody confirmed (the user said something else); return it, or None
-        when none was waiting."""
-        raw = self.scripts.run("action_drop", keys={"action": user_key(ACTION_PREFIX, user)}, args={})
+    def drop(self, user: str, at: float) -> dict[str, Any] | None:
+        """Drop a proposal nobody confirmed, for a message that arrived at `at` and said
+        something else; return it, or None when none was waiting (or it came after the message)."""
+        raw = self.scripts.run("action_drop", keys={"action": user_key(ACTION_PREFIX, user)}, args={"at": at})
         action = _json(raw) if raw else None
         return action if isinstance(action, dict) else None
 

@@ -39,13 +39,15 @@ def test_a_proposal_is_taken_once_by_the_yes_that_came_after_it(store: ActionSto
     store.finish(USER, "MM_YES", {"outcome": "ok", "status": 201})
     again = store.take(USER, "MM_YES", at + 1)  # a redone job for the same yes finds the outcome
     assert again is not None and again[1] == {"outcome": "ok", "status": 201}
-    assert store.drop(USER) is None  # a taken proposal is not dropped by a later message
+    assert store.drop(USER, at + 3) is None  # a taken proposal is not dropped by a later message
 
 
 def test_anything_but_yes_drops_the_proposal(store: ActionStore, redis_client) -> None:  # type: ignore[no-untyped-def]
-    assert store.drop(USER) is None
-    store.propose(USER, {**ACTION, "sid": "MM_PROPOSED", "at": time.time()})
-    dropped = store.drop(USER)
+    at = time.time()
+    assert store.drop(USER, at) is None
+    store.propose(USER, {**ACTION, "sid": "MM_PROPOSED", "at": at})
+    assert store.drop(USER, at - 1) is None  # a message from before the proposal is no answer to it
+    dropped = store.drop(USER, at + 1)
     assert dropped is not None and dropped["summary"].startswith("Book")
     assert not redis_client.exists(user_key(ACTION_PREFIX, USER)) and store.take(USER, "MM_YES", time.time()) is None
 

@@ -64,7 +64,7 @@ class ConfirmStep:
             taken = self.actions.take(user, turn.msg.sid, turn.received) if typed and is_affirmation(turn.heard.text) \
                 else None
             if taken is None:
-                dropped = self.actions.drop(user)
+                dropped = self.actions.drop(user, turn.received)
                 if dropped is not None:
                     log.info("tools.dropped", tool=dropped.get("tool"))
                     turn.heard.reply_prefix = self.catalog.text("tool_dropped", language,
