@@ -126,7 +126,9 @@ class ToolUse:
         self.breakers[spec.name].record(self._healthy(result))
         self._count(spec.name, result.outcome, write=spec.write, seconds=result.duration_s)
         turn.calls.append({"tool": spec.name, "outcome": result.outcome, "status": result.status,
-                           "at": round(time.time()), **({"write": True, "action": key} if spec.write else {})})
+                           "ms": round(result.duration_s * 1000), "at": round(time.time()),
+                           "arguments": shown_arguments(spec, arguments),
+                           **({"write": True, "action": key} if spec.write else {})})
         return self._fence({"outcome": result.outcome, "status": result.status, "data": result.data,
                             **({"detail": result.detail} if result.detail else {})})
 
@@ -143,7 +145,7 @@ class ToolUse:
                          "summary": describe(spec, shown)}
         self._count(spec.name, "proposed", write=True, seconds=0.0)
         turn.calls.append({"tool": spec.name, "outcome": "proposed", "at": round(time.time()), "write": True,
-                           "action": turn.proposal["id"]})
+                           "action": turn.proposal["id"], "arguments": shown})
         return self._fence({"status": "waiting for the user's yes"})
 
     @staticmethod
@@ -155,7 +157,7 @@ class ToolUse:
     def _count(tool: str, outcome: str, *, write: bool, seconds: float) -> None:
         TOOL_CALLS.labels(tool=tool[:64], outcome=outcome).inc()
         if seconds:
-            TOOL_SECONDS.labels(kind="write" if write else "read").observe(seconds)
+            TOOL_SECONDS.labels(tool=tool[:64]).observe(seconds)
 
     def _fence(self, value: Any) -> str:
         """Return a tool's answer as fenced data, cut to TOOLS_RESULT_MAX_TOKENS."""

@@ -17,7 +17,8 @@ Scripting over HTTP (the in-process `StandinModel` has the same as methods):
     POST /_standin/script   {"steps": [{"content": "...", "status": 200, "delay_s": 0,
                               "finish_reason": "stop", "match": "text in last user message",
                               "stall_s": 0 (send half the body, then stall),
-                              "kind": "chat" (default) or "transcription"}]}
+                              "kind": "chat" (default) or "transcription",
+                              "tool_calls": [{"name": "...", "arguments": {...}}]}]}
     GET  /_standin/requests  every chat request body received, oldest first
     GET  /_standin/transcriptions  every transcription request's fields (no audio), oldest first
     POST /_standin/reset     forget script and requests
@@ -45,7 +46,7 @@ from bot.dev.standin_facts import extract_request_facts
 from bot.dev.standin_given import given, summary_reply
 from bot.dev.standin_images import InvalidImage, SeenImage, message_images, text_parts
 from bot.dev.standin_tasks import TASK_SCHEMA_NAME, extract_request_task
-from bot.dev.standin_tools import tool_answer
+from bot.dev.standin_tools import call as tool_call, tool_answer
 from bot.dev.standin_knowledge import EmbeddingRequests, reference_reply
 from bot.dev.standin_site import send_site
 from bot.llm.tokens import TokenCounter
@@ -208,8 +209,8 @@ class StandinModel:
         if step.status != 200:
             return step.status, self._scripted_error(step), delay
         content = step.content
-        calls, said = tool_answer(body, last_user, date.today()) if content is None and not wants_json(body) \
-            else ([], None)
+        calls, said = ([tool_call(name, args) for name, args in step.tool_calls], None) if step.tool_calls else \
+            tool_answer(body, last_user, date.today()) if content is None and not wants_json(body) else ([], None)
         content = "" if calls else (f"{CANNED_NOTICE} {said}" if said else content)
         if content is None:
             last_images = next((seen for m, seen in zip(messages[::-1], images[::-1]) if m.get("role") == "user"), [])

@@ -24,6 +24,7 @@ class Step:
     retry_after: int | None = None  # sent as Retry-After with an error status
     stall_s: float = 0.0  # send the headers and half the body, then stall this long
     kind: str = "chat"  # or "transcription": a step answers only requests of its kind
+    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()  # (tool, arguments): the answer calls them
 
     @classmethod
     def from_obj(cls, obj: dict[str, Any]) -> "Step":
@@ -37,6 +38,7 @@ class Step:
             retry_after=obj.get("retry_after"),
             stall_s=float(obj.get("stall_s", 0.0)),
             kind=str(obj.get("kind", "chat")),
+            tool_calls=tuple((str(c["name"]), dict(c.get("arguments") or {})) for c in obj.get("tool_calls") or ()),
         )
 
 

@@ -130,8 +130,8 @@ TOOL_CALLS = Counter(
 )
 TOOL_SECONDS = Histogram(
     "bot_tool_seconds",
-    "Time one call of a business tool took, by kind (read or write).",
-    ["kind"],
+    "Time one call of a business tool took, by tool.",
+    ["tool"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 GC_SECONDS = Histogram(

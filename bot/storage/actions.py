@@ -4,8 +4,8 @@ Keys: ``chat_action:{+E164}``, a hash: ``a`` the proposed action's JSON (``id``,
 ``arguments``, ``summary``, ``sid`` of the message it answered, ``at``), ``taken`` the
 MessageSid of the message that confirmed it, ``done`` the outcome of its call; TTL
 `TOOLS_CONFIRM_TTL_S` from the proposal. ``chat_tool_log:{+E164}``, a list, newest first, of
-``{tool, outcome, status, at, write?, action?}``: what was called for the user, never what the
-API answered (that is the business's data, and can hold other people's); TTL the context's.
+``{tool, arguments, outcome, status, ms, at, write?, action?}``: what was called for the user
+(never their number or the credentials), never what the API answered (that is the business's data, and can hold other people's); TTL the context's.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def deferred_report(data: UserData, user: str, with_text: bool = False) -> list[
 
 def tools_report(data: UserData, user: str) -> dict[str, Any]:
     """Return the write waiting for the user's yes (`pending_action`) and their last tool
-    calls, newest first (`tool_calls`: tool, outcome, status, when; never the API's answer)."""
+    calls, newest first (`tool_calls`: tool, arguments, outcome, status, duration, when; never the API's answer)."""
     if data.actions is None:
         return {"pending_action": None, "tool_calls": []}
     pending = data.actions.pending(user)

@@ -94,8 +94,9 @@ class ConfirmStep:
         done: dict[str, Any] = {"outcome": result.outcome, "status": result.status, "at": round(time.time())}
         if not result.ok:
             done["why"] = _why(result).strip()
-        entry = {"tool": result.tool, "outcome": result.outcome, "status": result.status, "at": done["at"],
-                 "write": True, "action": action.get("id")}
+        entry = {"tool": result.tool, "outcome": result.outcome, "status": result.status,
+                 "ms": round(result.duration_s * 1000), "at": done["at"], "write": True, "action": action.get("id"),
+                 "arguments": action.get("arguments") or {}}
         turn.answer.tool_calls = [entry]  # the turn's one call: a confirmed turn asks no model
         try:
             self.actions.finish(turn.msg.user, turn.msg.sid, done)
