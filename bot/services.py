@@ -101,6 +101,7 @@ class Services:
     library: Library | None = None  # adds and removes documents (web, CLI and workers)
     sites: Sites | None = None  # the business's websites as sources (web, CLI and workers: the sync job)
     retriever: Retriever | None = None  # searches them (the message path, previews)
+    tools: Any = None  # the business's tools (bot/conversation/tool_use.py ToolUse), where messages are answered
 
 
 def check_frame(system_prompt: Prompt, counter: TokenCounter, knowledge: Prompt | None = None,
@@ -281,10 +282,11 @@ def message_path(s: Services, media_source: MediaSource | None, full: bool, dead
     transcriber = make_transcriber(settings) if settings.VOICE and media_source is not None else None
     if media_source is not None:
         warn_media_room(settings)
+    s.tools = tool_use(settings, s.counter)
     steps = build_steps(settings, s.users, s.llm, s.counter, s.prompts.reply, with_memory=not full, matcher=matcher,
                         task_prompt=s.prompts.task, media_source=media_source, transcriber=transcriber,
                         activity=s.activity, retriever=s.retriever, knowledge_rules=s.prompts.knowledge,
                         embedder=s.embedder, gate_embedder=s.gate_embedder, catalog=s.prompts.replies,
-                        preload_language=preload_language, tools=tool_use(settings, s.counter),
+                        preload_language=preload_language, tools=s.tools,
                         actions=s.users.actions)
     return Pipeline(steps, s.store, deadline_s=deadline_s)

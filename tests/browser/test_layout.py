@@ -71,6 +71,7 @@ def pages(base: str) -> dict[str, str]:
         "knowledge": f"{base}/console/knowledge",
         "search": f"{base}/console/knowledge?q=When+do+you+open+on+Sunday%3F#search",
         "document": f"{base}/console/knowledge/opening-hours",
+        "tools": f"{base}/console/tools",
     }
 
 
