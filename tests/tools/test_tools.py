@@ -140,6 +140,7 @@ class Hostile(BaseHTTPRequestHandler):
     """Answers by path: a redirect elsewhere, a huge body, HTML, a slow answer, a 503."""
 
     seen: list[dict[str, str]] = []
+    document: dict[str, Any] = {}  # the OpenAPI document the fixture serves it under
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -195,6 +196,7 @@ def hostile() -> Iterator[ToolBook]:
     doc = {"openapi": "3.1.0", "info": {"title": "h", "version": "1"}, "servers": [{"url": f"http://127.0.0.1:{port}"}],
            "paths": {f"/{name}": {"get": {"operationId": name, "responses": {"200": {"description": "ok"}}}}
                      for name in ("away", "badport", "here", "huge", "html", "slow", "down")}}
+    Hostile.document = doc
     try:
         yield tool_book(doc)
     finally:
@@ -212,6 +214,23 @@ def test_a_hostile_or_broken_api_gives_an_outcome_never_an_exception(hostile: To
     caller.close()
     assert result.outcome == outcome
     assert all(seen["path"] != "/steal" for seen in Hostile.seen)
+
+
+@pytest.mark.parametrize("name", ["away", "huge", "html", "slow", "down"])
+def test_whatever_the_api_does_the_user_gets_a_reply_and_never_a_5xx(  # type: ignore[no-untyped-def]
+        hostile: ToolBook, name: str, make_settings, redis_client, model, tmp_path) -> None:
+    from bot import create_app
+    from tests.conftest import inbound_form, sign
+
+    document = tmp_path / "api.json"
+    document.write_text(json.dumps(Hostile.document))
+    client = create_app(make_settings(TOOLS_OPENAPI=str(document), TOOLS_TIMEOUT_S=1.0)).test_client()
+    model.script({"tool_calls": [{"name": name, "arguments": {}}]})
+    form = inbound_form("What do you have for me?", ANA)
+    response = client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    assert response.status_code == 200 and "<Message>" in response.get_data(as_text=True)
+    told = next(m for m in model.requests()[-1]["messages"] if m.get("role") == "tool")["content"]
+    assert '"outcome":"' in told and '"outcome":"ok"' not in told  # the model is told what went wrong
 
 
 def test_a_read_is_tried_once_more_after_a_5xx_and_a_same_origin_redirect_is_followed(hostile: ToolBook) -> None:
