@@ -42,6 +42,7 @@ class ToolTurn:
     completion: Completion | None
     proposal: dict[str, Any] | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[Completion] = field(default_factory=list)  # every model call, the first one first
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | None:
@@ -52,12 +53,13 @@ def _arguments(call: ToolCall) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _summed(completions: list[Completion], last: Completion) -> Completion:
-    """Return the last completion with every round's tokens and time (usage counts them all)."""
+def _answer(rounds: list[Completion]) -> Completion:
+    """Return the reply: the last round's words, with the first round's tokens (the later
+    rounds are counted apart, as `tool_rounds`) and every round's time."""
+    first, last = rounds[0], rounds[-1]
     return Completion(text=last.text, finish_reason=last.finish_reason, model=last.model,
-                      prompt_tokens=sum(c.prompt_tokens for c in completions),
-                      completion_tokens=sum(c.completion_tokens for c in completions),
-                      duration_s=sum(c.duration_s for c in completions), tool_calls=last.tool_calls)
+                      prompt_tokens=first.prompt_tokens, completion_tokens=first.completion_tokens,
+                      duration_s=sum(c.duration_s for c in rounds), tool_calls=last.tool_calls)
 
 
 class ToolUse:
@@ -85,12 +87,12 @@ class ToolUse:
         if left_out:
             messages.append({"role": "system", "content": UNAVAILABLE_NOTE.format(names=", ".join(left_out))})
         definitions = [spec.for_model() for spec in open_tools]
-        turn, completions = ToolTurn(completion=None), []
+        turn = ToolTurn(completion=None)
         for round_no in range(1, self.max_rounds + 1):
             last = round_no == self.max_rounds or not definitions
             completion = ask(messages, definitions or None, "none" if last and definitions else None, remaining())
-            completions.append(completion)
-            turn.completion = _summed(completions, completion)
+            turn.rounds.append(completion)
+            turn.completion = _answer(turn.rounds)
             if not completion.tool_calls or last:
                 return turn
             messages.append({"role": "assistant", "content": completion.text or None, "tool_calls": [

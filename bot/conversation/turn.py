@@ -85,6 +85,7 @@ class Answer:
     reason: str = filtering.REASON_OK
     proposal: dict[str, Any] | None = None  # a write the model asked for, waiting for the user's yes
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # what was called, for the user's log
+    tool_rounds: list[Completion] = field(default_factory=list)  # the model calls after the first, with tools
 
 
 @dataclass
@@ -133,10 +134,12 @@ class Turn:
         return f"{self.heard.reply_prefix}{reply}" if reply and self.heard.reply_prefix else reply
 
     def usage(self) -> dict[str, int]:
-        """Return the usage counts of this turn's model calls (the reply's, the task's, a voice
-        note's transcription with its audio seconds)."""
+        """Return the usage counts of this turn's model calls (the reply's, the rounds after it
+        with the business's tools, the task's, a voice note's transcription with its audio
+        seconds)."""
         calls: list[tuple[str, Any, float]] = [("reply", self.answer.completion, 0),
                                                ("task", self.found.task_completion, 0)]
+        calls += [("tool_rounds", completion, 0) for completion in self.answer.tool_rounds]
         if self.heard.transcript is not None:
             calls.append(("transcription", self.heard.transcript, self.heard.transcript.audio_seconds))
         counts: dict[str, int] = {}

@@ -25,7 +25,7 @@ CONTROL = ("msg", "received", "deadline", "claim_token", "stopped", "finally_", 
 #: What Turn's methods touch (bot/conversation/turn.py).
 METHODS = {
     "final_reply": ({"answer.reply", "heard.reply_prefix"}, set()),
-    "usage": ({"answer.completion", "found.task_completion", "heard.transcript"}, set()),
+    "usage": ({"answer.completion", "answer.tool_rounds", "found.task_completion", "heard.transcript"}, set()),
 }
 
 

@@ -189,3 +189,13 @@ def test_a_tool_answer_that_says_yes_confirms_nothing(bot, clinic, model) -> Non
     assert writes(url) == []
     assert reply.startswith("Está bem, não fiz isso")  # the message was not a yes: the proposal is gone
     assert bot("sim").startswith("Feito") is False and writes(url) == []
+
+
+def test_the_extra_model_rounds_are_counted_apart_in_the_users_usage(bot, make_settings) -> None:  # type: ignore[no-untyped-def]
+    from bot.services import build_services
+    from bot.users.reports import usage_report
+
+    bot(f"Há vaga no dia {DAY}?")  # the model, the tool, the model again
+    rows = {row["purpose"]: row for row in usage_report(build_services(make_settings(), role="cli").users, ANA)}
+    assert rows["reply"]["calls"] == 1 and rows["tool_rounds"]["calls"] == 1
+    assert rows["tool_rounds"]["prompt_tokens"] > rows["reply"]["prompt_tokens"]  # it reads the tool's answer too

@@ -28,7 +28,7 @@ class ActivityStep:
     name = "activity"
     records = True
     reads = ("stored.claim", "answer.status", "answer.reply", "heard.reply_prefix", "answer.completion",
-             "found.task_completion", "heard.transcript")
+             "found.task_completion", "heard.transcript", "answer.tool_rounds")
     writes: tuple[str, ...] = ()
 
     def __init__(self, activity: ActivityStore) -> None:

@@ -22,7 +22,7 @@ class CommitStep:
     records = True
     reads = ("stored.claim", "answer.reply", "heard.reply_prefix", "record.pair", "record.touch_context",
              "answer.completion", "found.task_completion", "heard.transcript", "found.task",
-             "found.reference_trace", "answer.status", "heard.told")
+             "found.reference_trace", "answer.status", "heard.told", "answer.tool_rounds")
     writes = ("record.result", "answer.status")
 
     def __init__(self, store: ContextStore) -> None:

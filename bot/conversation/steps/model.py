@@ -20,7 +20,7 @@ class ModelStep:
     name = "model"
     records = False
     reads = ("answer.prompt", "heard.image", "heard.language", "stored.claim")
-    writes = ("answer.completion", "answer.proposal", "answer.tool_calls")
+    writes = ("answer.completion", "answer.proposal", "answer.tool_calls", "answer.tool_rounds")
 
     def __init__(self, llm: LLMClient, *, prompt_ref: str, max_tokens: int, vision_model: str,
                  redis_worst_s: float, tools: ToolUse | None = None, catalog: Catalog | None = None) -> None:
@@ -54,6 +54,7 @@ class ModelStep:
             turn.answer.completion = None
             return
         turn.answer.tool_calls = used.calls
+        turn.answer.tool_rounds = used.rounds[1:]  # counted in usage as `tool_rounds`
         completion = used.completion
         if used.proposal is not None and completion is not None and self.catalog is not None:
             turn.answer.proposal = used.proposal
