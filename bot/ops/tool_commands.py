@@ -1,5 +1,6 @@
 """`whatsapp-bot tools`: the business's tools as the bot reads them from TOOLS_OPENAPI
-(docs/tools.md). Neither action calls the API, and neither needs Redis."""
+(docs/tools.md). Neither action calls the API; `list` reads each tool's health from the
+recent calls in Redis when it can, and says so when it cannot."""
 
 from __future__ import annotations
 
@@ -38,14 +39,40 @@ def main(args: argparse.Namespace) -> int:
     title = f" ({book.title})" if book.title else ""
     print(f"valid: {len(book.tools)} tool(s) on {book.base_url}{title}")
     if args.action == "list":
+        health = tool_health(settings, book)
+        if health is None:
+            print("  (health unknown: Redis, where the recent calls are kept, did not answer)")
         for tool in book.tools.values():
             kind = "write, asks first" if tool.confirm else "write, no confirmation" if tool.write else "read"
             caller = ", ".join(a.name for a in tool.user_arguments)
             print(f"  {tool.name:28} {kind:22} {tool.method} {tool.path}" + (f"  (caller's number: {caller})" if caller else ""))
-            print(f"  {'':28} {tool.summary}")
+            print(f"  {'':28} {tool.summary}" + (f"  [{health[tool.name]}]" if health else ""))
     for why in book.skipped:
         print(f"  left out: {why}")
     return 0 if book.tools else 1
+
+
+def tool_health(settings: Any, book: Any) -> dict[str, str] | None:
+    """Return each tool's health from the recent calls (bot/users/tools.py), or None when
+    Redis cannot be read."""
+    import redis
+
+    from bot.exceptions import BotError
+    from bot.services import redis_clients, ttls_from
+    from bot.storage.actions import ActionStore
+    from bot.storage.user_index import UserIndex
+    from bot.users.tools import recent_calls, tool_rows
+
+    if "REDIS_URL" not in settings.model_fields_set:
+        return None  # no Redis named: never guess one
+    try:
+        client, _queue = redis_clients(settings)
+        index = (UserIndex.for_cluster if isinstance(client, redis.RedisCluster) else UserIndex)(
+            client, keep_s=ttls_from(settings).context)
+        actions = ActionStore(client, confirm_ttl_s=settings.TOOLS_CONFIRM_TTL_S, log_ttl_s=0)
+        return {row.name: row.health for row in tool_rows(book, recent_calls(actions, index))}
+    except (redis.RedisError, BotError, OSError):
+        return None
 
 
 def book_report(book: Any) -> dict[str, Any]:

@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.users.data import UserData
+from bot.storage.actions import ActionStore
+from bot.storage.user_index import UserIndex
 
 #: The most recent users whose calls the page reads, and at most this many calls each.
 RECENT_USERS = 50
@@ -38,12 +39,12 @@ class ToolRow:
     recent: list[dict[str, Any]] = field(default_factory=list)
 
 
-def recent_calls(data: UserData, now: float | None = None) -> list[dict[str, Any]]:
+def recent_calls(actions: ActionStore | None, index: UserIndex | None, now: float | None = None) -> list[dict[str, Any]]:
     """Return the last calls of the RECENT_USERS most recent users, newest first, each with its user."""
-    if data.actions is None or data.index is None:
+    if actions is None or index is None:
         return []
-    listed = data.index.page(0, RECENT_USERS, now or time.time())
-    calls = [{**call, "user": user} for user, _ in listed.users for call in data.actions.calls(user)[:CALLS_PER_USER]]
+    listed = index.page(0, RECENT_USERS, now or time.time())
+    calls = [{**call, "user": user} for user, _ in listed.users for call in actions.calls(user)[:CALLS_PER_USER]]
     return sorted(calls, key=lambda c: -(c.get("at") or 0))
 
 

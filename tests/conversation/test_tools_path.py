@@ -199,3 +199,15 @@ def test_the_extra_model_rounds_are_counted_apart_in_the_users_usage(bot, make_s
     rows = {row["purpose"]: row for row in usage_report(build_services(make_settings(), role="cli").users, ANA)}
     assert rows["reply"]["calls"] == 1 and rows["tool_rounds"]["calls"] == 1
     assert rows["tool_rounds"]["prompt_tokens"] > rows["reply"]["prompt_tokens"]  # it reads the tool's answer too
+
+
+def test_tools_list_shows_each_tools_health_from_the_recent_calls(bot, clinic, redis_url, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from bot.ops.commands import main
+
+    _, url = clinic
+    bot(f"Há vaga no dia {DAY}?")
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    assert main(["tools", "list", "--openapi", f"{url}/openapi.json"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if "[healthy]" in line and "Free appointment slots" in line]
+    assert [line for line in lines if "[no calls yet]" in line and "Book an appointment" in line]

@@ -19,6 +19,7 @@ def index() -> ResponseReturnValue:
     """Show the tools and their recent calls."""
     tools = services().tools
     book = tools.book if tools is not None else None
-    calls = recent_calls(services().users) if book is not None else []
+    users = services().users
+    calls = recent_calls(users.actions, users.index) if book is not None else []
     return render_template("console/tools.html", book=book, rows=tool_rows(book, calls) if book else [],
                            calls=calls[:50])
