@@ -23,7 +23,7 @@ class ToolsSettings(BaseModel):
     TOOLS_MAX_ROUNDS: int = Field(default=3, ge=1, le=6)
     # How long a proposed write waits for the user's yes before it is dropped.
     TOOLS_CONFIRM_TTL_S: int = Field(default=300, ge=30, le=86_400)
-    # Tokens of one tool's answer that reach the model (the rest is cut, and the model told so).
+    # Tokens of the tools' answers that reach the model, for one message (the rest is cut, and said).
     TOOLS_RESULT_MAX_TOKENS: int = Field(default=600, ge=50, le=4_000)
     # A tool that failed this many times in a row is left out for TOOLS_BREAKER_PAUSE_S.
     TOOLS_BREAKER_FAILURES: int = Field(default=3, ge=1, le=100)

@@ -78,9 +78,9 @@ def _results(messages: list[dict[str, Any]]) -> list[Any]:
             for line in str(message.get("content", "")).splitlines():
                 if line.startswith("{"):
                     try:
-                        out.append(json.loads(line.replace("\\u003c", "<").replace("\\u003e", ">")))
-                    except ValueError:
-                        pass
+                        out.append(json.loads(line))
+                    except ValueError:  # an answer cut to the budget
+                        out.append({"data": line[:200]})
     return out
 
 

@@ -211,3 +211,20 @@ def test_tools_list_shows_each_tools_health_from_the_recent_calls(bot, clinic, r
     lines = capsys.readouterr().out.splitlines()
     assert [line for line in lines if "[healthy]" in line and "Free appointment slots" in line]
     assert [line for line in lines if "[no calls yet]" in line and "Book an appointment" in line]
+
+
+def test_the_apis_answers_share_one_budget_per_message(bot, clinic, model, make_settings, redis_client) -> None:  # type: ignore[no-untyped-def]
+    from bot import create_app
+    from tests.conftest import inbound_form, sign
+
+    _, url = clinic
+    client = create_app(make_settings(TOOLS_OPENAPI=f"{url}/openapi.json", TOOLS_BASE_URL=url,
+                                      TOOLS_RESULT_MAX_TOKENS=60)).test_client()
+    days = ["2030-01-08", "2030-01-09", "2030-01-10"]
+    model.script({"tool_calls": [{"name": "list_free_slots", "arguments": {"day": d}} for d in days]})
+    form = inbound_form("Que vagas há esta semana?", ANA)
+    assert client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)}).status_code == 200
+    answers = [m["content"] for m in model.requests()[-1]["messages"] if m.get("role") == "tool"]
+    assert len(answers) == 3 and all("cut: the answer was longer" in a for a in answers)
+    assert all('"outcome":"ok"' in a for a in answers)  # each still says how the call went
+    assert len(answers[0]) > len(answers[2])  # the first had the budget; the last what was left
