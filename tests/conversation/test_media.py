@@ -415,3 +415,30 @@ def test_on_the_webhook_a_transcription_out_of_time_is_polite(on_the_webhook, mo
 def test_without_deferred_replies_a_photo_is_seen_on_the_webhook(on_the_webhook, model) -> None:  # type: ignore[no-untyped-def]
     replies = on_the_webhook(jpeg(2000, 1500), "image/jpeg", body="What is this dish?")
     assert "512×384 JPEG" in replies[0] and image_part(model)[0] == "What is this dish?"
+
+
+def test_a_spoken_yes_never_confirms_a_change(post_media, model, services) -> None:  # type: ignore[no-untyped-def]
+    """Only the user's typed words confirm a write (docs/tools.md): a voice note's transcript
+    saying yes drops the proposal instead, and nothing reaches the API."""
+    import time
+    from datetime import date
+
+    from bot.dev.clinic_api import serve
+    from bot.dev.embedded import free_port
+
+    port = free_port()
+    clinic = serve("127.0.0.1", port, today=date(2030, 1, 7))
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert services.users.actions is not None
+        services.users.actions.propose(USER, {"id": "act_spoken", "tool": "book_appointment", "summary": "Book it",
+                                              "arguments": {"day": "2030-01-08", "time": "10:00"},
+                                              "sid": "SMproposal", "at": time.time() - 1})
+        model.script({"kind": "transcription", "content": "Sim, confirmo."})
+        replies, _ = post_media(VOICE, TOOLS_OPENAPI=f"{url}/openapi.json", TOOLS_BASE_URL=url)
+        assert not any(r.startswith(("Feito", "Done")) for r in replies)
+        assert [r for r in clinic.clinic.requests if r["method"] == "POST"] == []
+        assert services.users.actions.pending(USER) is None  # dropped: a voice note is not a yes
+    finally:
+        clinic.shutdown()
+        clinic.server_close()
