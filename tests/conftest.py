@@ -9,6 +9,7 @@ import tempfile
 import time
 import uuid
 from contextlib import contextmanager
+from datetime import date
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.request import urlopen
@@ -448,3 +449,21 @@ def gunicorn_serving(settings: Settings, **env: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+#: The example clinic's today in tests (a Monday): every slot of the days after it is ahead.
+CLINIC_TODAY = date(2030, 1, 7)
+
+
+@pytest.fixture()
+def clinic() -> Iterator[tuple[Any, str]]:
+    """The example clinic API (bot/dev/clinic_api.py) on 127.0.0.1: (its server, its URL)."""
+    from bot.dev.clinic_api import serve
+
+    port = free_port()
+    server = serve("127.0.0.1", port, today=CLINIC_TODAY)
+    try:
+        yield server, f"http://127.0.0.1:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -5,34 +5,19 @@ and EN), the stand-in clinic API over HTTP, and the real Redis."""
 from __future__ import annotations
 
 import json
-from datetime import date
-from typing import Any, Iterator
+from typing import Any
 from urllib.request import urlopen
 
 import pytest
 
 from bot import create_app
-from bot.dev.clinic_api import ClinicServer, serve
-from bot.dev.embedded import free_port
 from bot.storage.keys import ACTION_PREFIX, user_key
 from tests.conftest import inbound_form, new_sid, sign
 
 pytestmark = pytest.mark.integration
 
-TODAY = date(2030, 1, 7)  # a Monday: the clinic's slots are all ahead
 DAY = "2030-01-08"
 ANA = "+351922222222"
-
-
-@pytest.fixture()
-def clinic() -> Iterator[tuple[ClinicServer, str]]:
-    port = free_port()
-    server = serve("127.0.0.1", port, today=TODAY)
-    try:
-        yield server, f"http://127.0.0.1:{port}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture()

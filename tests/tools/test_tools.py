@@ -6,33 +6,20 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
-from bot.dev.clinic_api import ClinicServer, openapi, serve
+from bot.dev.clinic_api import openapi
 from bot.dev.embedded import free_port
 from bot.tools.caller import ToolCaller, fetch_document
 from bot.tools.openapi import ToolBook, ToolsConfigError, parse_document, tool_book
 
 pytestmark = pytest.mark.integration
 
-TODAY = date(2030, 1, 7)  # a Monday
 ANA, RUI = "+351922222222", "+351933333333"
-
-
-@pytest.fixture()
-def clinic() -> Iterator[tuple[ClinicServer, str]]:
-    port = free_port()
-    server = serve("127.0.0.1", port, today=TODAY)
-    try:
-        yield server, f"http://127.0.0.1:{port}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def requests_seen(url: str) -> list[dict[str, Any]]:

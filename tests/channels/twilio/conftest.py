@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
@@ -34,3 +40,32 @@ def deferred_with(make_settings, redis_client, model, twilio: TwilioStandin, mon
         return post
 
     return build
+
+
+@contextmanager
+def worker_pool(queue_redis_url: str) -> Iterator[Callable[[], None]]:
+    """Run two supervised RQ workers on `replies`, with the Procfile's intervals; yield
+    kill_busy(), which SIGKILLs the worker answering a job, with its work horse."""
+    import psutil
+    import redis
+    from rq.worker import Worker
+
+    from bot.dev.processes import stop_process
+
+    rq = str(Path(sys.executable).parent / "rq")
+    command = [sys.executable, "-m", "workers.supervise", "--processes", "2", rq, "worker", "--worker-class",
+               "workers.worker.BotWorker", "--url", queue_redis_url, "--job-monitoring-interval", "5",
+               "--maintenance-interval", "10", "--logging_level", "WARNING", "replies"]
+    supervisor = subprocess.Popen(command, env=dict(os.environ), stderr=subprocess.DEVNULL)
+    connection = redis.Redis.from_url(queue_redis_url)
+
+    def kill_busy() -> None:
+        busy = next(w for w in Worker.all(connection=connection) if w.get_current_job_id())
+        for proc in [psutil.Process(busy.pid), *psutil.Process(busy.pid).children(recursive=True)]:
+            proc.kill()
+
+    try:
+        yield kill_busy
+    finally:
+        stop_process(supervisor, timeout_s=15)
+        connection.close()

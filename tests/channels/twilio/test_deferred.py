@@ -21,6 +21,7 @@ from bot.dev.twilio_standin import TwilioStandin
 from bot.observability.metrics import DEFERRED, TYPING_INDICATORS
 from bot.storage.keys import user_keys
 from bot.users.lifecycle import erase_user
+from tests.channels.twilio.conftest import worker_pool
 from tests.conftest import ACCOUNT, AUTH_TOKEN, USER, give_workers, inbound_form, sign
 
 pytestmark = pytest.mark.integration
@@ -149,44 +150,25 @@ def test_a_worker_killed_mid_voice_note_still_answers_it_once(  # type: ignore[n
         deferred, twilio, model: StandinModel, services, queue_redis_url) -> None:
     """Two supervised workers with the Procfile's intervals; the one transcribing is killed
     with its work horse (SIGKILL); the pool takes the job over and the user gets one reply."""
-    import os
-    import subprocess
-    import sys
-
-    import psutil
-    import redis
-    from rq.worker import Worker
-
-    from bot.dev.processes import stop_process
-
     model.script({"kind": "transcription", "content": "Do you have gluten-free cakes?"})
     form = voice_form(twilio)
     deferred(form)
     model.gate.clear()  # the first transcription is held until its worker is dead
-    rq = str(Path(sys.executable).parent / "rq")
-    command = [sys.executable, "-m", "workers.supervise", "--processes", "2", rq, "worker", "--worker-class",
-               "workers.worker.BotWorker", "--url", queue_redis_url, "--job-monitoring-interval", "5",
-               "--maintenance-interval", "10", "--logging_level", "WARNING", "replies"]
-    supervisor = subprocess.Popen(command, env=dict(os.environ), stderr=subprocess.DEVNULL)
-    connection = redis.Redis.from_url(queue_redis_url)
     try:
-        deadline = time.monotonic() + 30
-        while not model.transcriptions() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert model.transcriptions(), "the job never reached the transcription"
-        busy = next(w for w in Worker.all(connection=connection) if w.get_current_job_id())
-        for proc in [psutil.Process(busy.pid), *psutil.Process(busy.pid).children(recursive=True)]:
-            proc.kill()
-        killed = time.monotonic()
-        model.gate.set()
-        while not sent_to_user(twilio) and time.monotonic() < killed + 45:
-            time.sleep(0.1)
-        answered_after = time.monotonic() - killed
-        time.sleep(1.0)  # a second reply would come now
+        with worker_pool(queue_redis_url) as kill_busy:
+            deadline = time.monotonic() + 30
+            while not model.transcriptions() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert model.transcriptions(), "the job never reached the transcription"
+            kill_busy()
+            killed = time.monotonic()
+            model.gate.set()
+            while not sent_to_user(twilio) and time.monotonic() < killed + 45:
+                time.sleep(0.1)
+            answered_after = time.monotonic() - killed
+            time.sleep(1.0)  # a second reply would come now
     finally:
         model.gate.set()
-        stop_process(supervisor, timeout_s=15)
-        connection.close()
     assert len(sent_to_user(twilio)) == 1 and answered_after < 30
     assert len(services.store.load(USER).recent) == 1  # the pair committed once
     assert len(twilio.typing()) >= 2 and {i["messageId"] for i in twilio.typing()} == {form["MessageSid"]}

@@ -4,13 +4,9 @@ between the user's yes and the reply still books once."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from datetime import date
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -18,6 +14,7 @@ import pytest
 from bot.dev.clinic_api import ClinicApi, ClinicServer, serve
 from bot.dev.embedded import free_port
 from bot.dev.twilio_standin import TwilioStandin
+from tests.channels.twilio.conftest import worker_pool
 from tests.channels.twilio.test_deferred import sent_to_user
 from tests.conftest import USER, inbound_form
 
@@ -57,12 +54,6 @@ def clinic() -> Iterator[tuple[HeldClinic, str]]:
 
 def test_a_worker_killed_between_the_yes_and_the_reply_still_books_once(  # type: ignore[no-untyped-def]
         deferred_with, clinic, twilio: TwilioStandin, run_worker, queue_redis_url) -> None:
-    import psutil
-    import redis
-    from rq.worker import Worker
-
-    from bot.dev.processes import stop_process
-
     api, url = clinic
     # The model's worst case (2 x 5 s) twice, and a call: more than the webhook's 13.5 s.
     post = deferred_with(TOOLS_OPENAPI=f"{url}/openapi.json", TOOLS_BASE_URL=url, LLM_TIMEOUT_S=5, LLM_MAX_RETRIES=1)
@@ -71,26 +62,17 @@ def test_a_worker_killed_between_the_yes_and_the_reply_still_books_once(  # type
     assert "Posso avançar?" in sent_to_user(twilio)[-1]
     api.gate.clear()
     post(inbound_form("sim"))
-    rq = str(Path(sys.executable).parent / "rq")
-    command = [sys.executable, "-m", "workers.supervise", "--processes", "2", rq, "worker", "--worker-class",
-               "workers.worker.BotWorker", "--url", queue_redis_url, "--job-monitoring-interval", "5",
-               "--maintenance-interval", "10", "--logging_level", "WARNING", "replies"]
-    supervisor = subprocess.Popen(command, env=dict(os.environ), stderr=subprocess.DEVNULL)
-    connection = redis.Redis.from_url(queue_redis_url)
     try:
-        assert api.booked.wait(30), "the yes never reached the API"
-        busy = next(w for w in Worker.all(connection=connection) if w.get_current_job_id())
-        for proc in [psutil.Process(busy.pid), *psutil.Process(busy.pid).children(recursive=True)]:
-            proc.kill()  # the API booked; the worker dies before it hears back
-        api.gate.set()
-        deadline = time.monotonic() + 45
-        while not any(m.startswith("Feito") for m in sent_to_user(twilio)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1.0)  # a second reply would come now
+        with worker_pool(queue_redis_url) as kill_busy:
+            assert api.booked.wait(30), "the yes never reached the API"
+            kill_busy()  # the API booked; the worker dies before it hears back
+            api.gate.set()
+            deadline = time.monotonic() + 45
+            while not any(m.startswith("Feito") for m in sent_to_user(twilio)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(1.0)  # a second reply would come now
     finally:
         api.gate.set()
-        stop_process(supervisor, timeout_s=15)
-        connection.close()
     done = [m for m in sent_to_user(twilio) if m.startswith("Feito")]
     assert len(done) == 1
     booked = [a for a in api.appointments.values() if a.phone == USER and a.status == "booked"]
