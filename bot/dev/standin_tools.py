@@ -100,6 +100,18 @@ def _first_id(value: Any) -> str | None:
     return None
 
 
+def plain(value: Any) -> str:
+    """Return a tool's answer in plain words, as a model would read it out: a record's fields
+    as "name: value" ("day: 2030-01-08; slots: 09:30, 10:00"), records apart by " | "."""
+    if isinstance(value, list):
+        joiner = " | " if value and isinstance(value[0], dict) else ", "
+        return joiner.join(plain(item) for item in value) or "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{key.replace('_', ' ')}: {plain(item) if item not in (None, '') else '-'}"
+                         for key, item in value.items())
+    return str(value)
+
+
 def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Return one tool call as Chat Completions writes it."""
     text = json.dumps(arguments, ensure_ascii=False)
@@ -122,8 +134,7 @@ def tool_answer(body: dict[str, Any], last_user: str, today: date) -> tuple[list
             target, tool = _first_id(results[-1].get("data")), _tool_for("cancel", offered)
             if target and tool:
                 return [call(tool, {"appointment_id": target})], None
-        shown = json.dumps(results[-1].get("data", results[-1]), ensure_ascii=False)
-        return [], f"From the business's system: {shown[:400]}"
+        return [], f"From the business's system: {plain(results[-1].get('data', results[-1]))[:400]}"
     if not may_call or intent is None:
         return [], None
     if intent == "cancel":
