@@ -85,6 +85,13 @@ class ActionStore:
         action = _json(raw) if raw else None
         return action if isinstance(action, dict) else None
 
+    def forget(self, user: str) -> None:
+        """Forget a proposal, waiting or taken (a reset of the conversation)."""
+        try:
+            self.redis.delete(user_key(ACTION_PREFIX, user))
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
     def log_calls(self, user: str, entries: list[dict[str, Any]]) -> None:
         """Add the turn's tool calls to the user's log (newest first, TOOL_LOG_LENGTH kept)."""
         if not entries:

@@ -23,8 +23,11 @@ def _actor(actor: str) -> str:
 
 
 def reset_conversation(data: UserData, target: str, actor: str, via: str) -> bool:
-    """Clear one user's conversation (not their facts) and write the audit event."""
+    """Clear one user's conversation (not their facts), and any change waiting for their yes
+    (docs/tools.md), and write the audit event."""
     existed = data.store.reset(target)
+    if data.actions is not None:
+        data.actions.forget(target)
     RESETS.labels(via=via).inc()
     log.info("audit.reset", actor=_actor(actor), target=mask_phone(target), via=via, existed=existed)
     return existed

@@ -213,3 +213,10 @@ def test_the_apis_answers_share_one_budget_per_message(bot, clinic, model, make_
     assert len(answers) == 3 and all("cut: the answer was longer" in a for a in answers)
     assert all('"outcome":"ok"' in a for a in answers)  # each still says how the call went
     assert len(answers[0]) > len(answers[2])  # the first had the budget; the last what was left
+
+
+def test_starting_over_forgets_the_change_waiting_for_a_yes(bot, clinic) -> None:  # type: ignore[no-untyped-def]
+    _, url = clinic
+    bot(f"Marca-me para {DAY} às 10h")
+    bot("/reset")
+    assert not bot("sim").startswith("Feito") and writes(url) == []

@@ -58,3 +58,9 @@ def test_the_tool_log_keeps_the_last_calls_newest_first(store: ActionStore) -> N
         store.log_calls(USER, [{"tool": "list_free_slots", "outcome": "ok", "n": n}])
     calls = store.calls(USER)
     assert len(calls) == TOOL_LOG_LENGTH and calls[0]["n"] == TOOL_LOG_LENGTH + 4
+
+
+def test_a_reset_forgets_the_waiting_proposal(store: ActionStore, redis_client) -> None:  # type: ignore[no-untyped-def]
+    store.propose(USER, {**ACTION, "sid": "MM_PROPOSED", "at": time.time()})
+    store.forget(USER)
+    assert not redis_client.exists(user_key(ACTION_PREFIX, USER)) and store.pending(USER) is None
