@@ -45,6 +45,7 @@ from bot.storage.redelivery import RedeliveryPolicy
 from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SummaryPolicy
 from bot.storage.usage import UsageStore
 from bot.storage.user_index import UserIndex
+from bot.storage.window import WindowStore
 from bot.users.data import UserData
 
 if TYPE_CHECKING:
@@ -229,7 +230,8 @@ def build_services(
     handover = HandoverStore(client, ttl_seconds=settings.HANDOVER_TTL_HOURS * 3600, log_ttl_seconds=ttls.context)
     deferred = DeferredStore(client, settings.DEFERRED_TURN_S)
     actions = ActionStore(client, confirm_ttl_s=settings.TOOLS_CONFIRM_TTL_S, log_ttl_s=ttls.context)
-    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index, actions)
+    window = WindowStore(client, settings.WHATSAPP_WINDOW_S, held_ttl_s=ttls.context)
+    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index, actions, window)
     knowledge = KnowledgeStore(client)
     answers = role == "web" or (role == "worker" and settings.deferred_on)  # runs the message path
     retriever = Retriever(knowledge, counter, settings, embedder, gate_embedder) if answers or role == "cli" else None

@@ -2,7 +2,7 @@
 
 The bot reaches it through the real twilio client (TWILIO_API_BASE_URL points here), so the
 request is exactly what Twilio would get: POST /2010-04-01/Accounts/<AC…>/Messages.json with
-Basic auth and a form (From, To, Body, StatusCallback). It checks the credentials, records
+Basic auth and a form (From, To, Body or a template's ContentSid, StatusCallback). It checks the credentials, records
 every message and answers as Twilio does (201 and the message resource), or with a scripted
 error.
 
@@ -199,14 +199,14 @@ class TwilioStandin:
             failure = self.failures.pop(0) if self.failures else None
         if failure:
             return failure[0], {"code": failure[1], "message": "scripted failure", "status": failure[0]}
-        if not form.get("To") or not form.get("From") or not form.get("Body"):
+        if not form.get("To") or not form.get("From") or not (form.get("Body") or form.get("ContentSid")):
             return 400, {"code": 21604, "message": "A 'To', 'From' and 'Body' are required", "status": 400}
         sid = "SM" + uuid.uuid4().hex
         record = {**form, "Sid": sid}
         with self.lock:
             self.sent.append(record)
         return 201, {
-            "sid": sid, "account_sid": account, "from": form["From"], "to": form["To"], "body": form["Body"],
+            "sid": sid, "account_sid": account, "from": form["From"], "to": form["To"], "body": form.get("Body", ""),
             "status": "queued", "num_segments": "1", "direction": "outbound-api", "api_version": "2010-04-01",
             "uri": f"/2010-04-01/Accounts/{account}/Messages/{sid}.json",
         }

@@ -122,6 +122,11 @@ PENDING_DROPPED = Counter(
     "Unsummarized pairs dropped at PENDING_MAX_BYTES, the last resort against a runaway client (none in a "
     "normal burst: extraction and the summary are hurried first).",
 )
+HELD_MESSAGES = Counter(
+    "bot_held_messages_total",
+    "Messages held for a user outside WhatsApp's 24-hour window, by kind (reply, person), sent when they write again.",
+    ["kind"],
+)
 TOOL_CALLS = Counter(
     "bot_tool_calls_total",
     "Calls of the business's tools by tool and outcome (ok, http_error, timeout, unreachable, refused, "

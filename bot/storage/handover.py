@@ -54,7 +54,7 @@ class LogEntry:
     ts: float
     by: str = ""  # the person's name
     sid: str = ""  # the Messages API's sid of the person's reply
-    status: str = ""  # sent, delivered, read, failed, undelivered
+    status: str = ""  # sent, held (outside the window: sent when the user writes), delivered, read, failed, undelivered
     code: str = ""  # Twilio's error code, e.g. 63016 (outside the 24-hour window)
 
     @property

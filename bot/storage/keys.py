@@ -43,9 +43,13 @@ DEFERRED_RUN = KeySpec("chat_deferred_run:", "string", "the token of the job ans
 ACTION = KeySpec("chat_action:", "hash", "the write the bot proposed, waiting for the user's yes (docs/tools.md)", "action")
 TOOL_LOG = KeySpec("chat_tool_log:", "list", "the user's last tool calls: tool, outcome, status, when (never the API's answer)",
                    "context")
+WINDOW = KeySpec("chat_window:", "string", "when the user last wrote (Unix seconds): WhatsApp's 24-hour window is open "
+                 "while it lives (docs/window.md)", "window")
+HELD = KeySpec("chat_held:", "list", "messages for the user held until they write again (outside the window), oldest first",
+               "context")
 #: Every per-user key, for inspection, export and erasure.
 USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE, HANDOVER, HANDOVER_LOG,
-             VECTORS, DEFERRED, DEFERRED_RUN, ACTION, TOOL_LOG)
+             VECTORS, DEFERRED, DEFERRED_RUN, ACTION, TOOL_LOG, WINDOW, HELD)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -60,6 +64,7 @@ TTL_RULES = {
     "activity": "ACTIVITY_KEEP_DAYS",  # hourly and daily counters of the console's overview
     "deferred": "DEFERRED_TURN_S",  # a runner's hold: two turns; the queue: ten, from the last change
     "action": "TOOLS_CONFIRM_TTL_S",  # from the proposal: an answer after it proposes nothing
+    "window": "WHATSAPP_WINDOW_S",  # from the user's last message: WhatsApp's window closes with it
 }
 
 #: Shared facts an operator maintains (business hours…); one hash for the whole bot, no TTL.
@@ -123,6 +128,8 @@ DEFERRED_PREFIX = DEFERRED.prefix
 DEFERRED_RUN_PREFIX = DEFERRED_RUN.prefix
 ACTION_PREFIX = ACTION.prefix
 TOOL_LOG_PREFIX = TOOL_LOG.prefix
+WINDOW_PREFIX = WINDOW.prefix
+HELD_PREFIX = HELD.prefix
 USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
 
 

@@ -16,6 +16,7 @@ from bot.storage.facts import FactStore
 from bot.storage.handover import HandoverStore
 from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.user_index import UserIndex
+from bot.storage.window import WindowStore
 
 
 @dataclass
@@ -34,3 +35,4 @@ class UserData:
     deferred: DeferredStore | None = None  # messages a worker is answering (docs/deferred.md)
     index: UserIndex | None = None  # the users by last activity (the console's list)
     actions: ActionStore | None = None  # a write waiting for the user's yes, and their tool calls (docs/tools.md)
+    window: WindowStore | None = None  # WhatsApp's 24-hour window, and what is held outside it (docs/window.md)

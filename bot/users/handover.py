@@ -67,7 +67,8 @@ def operator_reply(
     data: UserData, store: HandoverStore, send: Send, user: str, text: str, operator: str
 ) -> LogEntry:
     """Send a person's message to the user, from the number they wrote to, and log it with
-    its sid and status ("sent", or "failed" with Twilio's error code). Raise OperationError
+    its sid and status ("sent"; "held" outside the user's window, sent when they write; or
+    "failed" with Twilio's error code). Raise OperationError
     for an empty or too long text, without a takeover, or when the user never wrote."""
     text = text.strip()
     if not 1 <= len(text) <= REPLY_MAX_CHARS:
@@ -79,8 +80,9 @@ def operator_reply(
         raise OperationError("this user has not written since replies by a person became possible: "
                              "there is no number to answer from")
     sid, code = send(user, from_, text)
-    entry = LogEntry(PERSON, text, time.time(), by=operator, sid=sid or "", status="sent" if sid else "failed",
-                     code="" if sid else code or "")
+    held = sid is None and code == "held"  # outside the user's 24-hour window: sent when they write (docs/window.md)
+    entry = LogEntry(PERSON, text, time.time(), by=operator, sid=sid or "",
+                     status="sent" if sid else "held" if held else "failed", code="" if sid or held else code or "")
     store.append(user, entry)
     log.info("audit.handover_reply", actor=f"console:{operator}", target=mask_phone(user), via="console",
              chars=len(text), status=entry.status, error_code=entry.code or None)

@@ -57,6 +57,7 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         **handover_report(data, user),
         "deferred": deferred_report(data, user),
         **tools_report(data, user),
+        **window_report(data, user),
         "keys": key_report(data.redis, user_keys(user)),
     }
 
@@ -75,6 +76,19 @@ def deferred_report(data: UserData, user: str, with_text: bool = False) -> list[
             row["body"] = queued.data.get("body", "")
         rows.append(row)
     return rows
+
+
+def window_report(data: UserData, user: str, with_text: bool = False) -> dict[str, Any]:
+    """Return WhatsApp's 24-hour window (`window`: open, the user's last message, when it
+    closes) and the messages held until they write again (`held`: kind and since when; their
+    text only for the export)."""
+    if data.window is None:
+        return {"window": None, "held": []}
+    state = data.window.state(user)
+    held = [{"kind": h.get("kind", ""), "at": h.get("at"), "since": iso(h.get("at")),
+             **({"text": h.get("text", "")} if with_text else {})} for h in data.window.held(user)]
+    return {"window": {"open": state.open, "last_inbound": iso(state.last_inbound), "closes_at": iso(state.closes_at),
+                       "closes_ts": state.closes_at}, "held": held}
 
 
 def tools_report(data: UserData, user: str) -> dict[str, Any]:
@@ -153,6 +167,7 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
         **handover_report(data, user),
         "deferred": deferred_report(data, user, with_text=True),
         **tools_report(data, user),
+        **window_report(data, user, with_text=True),
         "recent_replies": seen_records(data.redis, user),
         "keys": key_report(data.redis, user_keys(user)),
     }

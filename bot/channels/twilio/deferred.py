@@ -186,9 +186,10 @@ class DeferredReplies:
             log.info("deferred.not_sent", reason=reason)
             DEFERRED.labels(kind=kind, outcome="erased" if reason == "erased" else "not_sent").inc()
             return 0
-        sent = self.sender.send_reply(msg.user, msg.to, outcome.reply)
+        delivery = self.sender.send_reply(msg.user, msg.to, outcome.reply)
+        sent = delivery.sent
         waited = time.time() - float(head.data.get("at", time.time()))
-        DEFERRED.labels(kind=kind, outcome="answered" if sent else "failed").inc()
+        DEFERRED.labels(kind=kind, outcome="answered" if sent else "held" if delivery.held else "failed").inc()
         DEFERRED_SECONDS.observe(max(0.0, waited))
         log.info("deferred.replied", kind=kind, status=outcome.status, messages=sent, waited_ms=round(waited * 1000))
         return sent

@@ -27,6 +27,7 @@ from bot.conversation.messages import InboundMessage
 from bot.conversation.pipeline import Pipeline
 from bot.conversation.replies import BotWords
 from bot.observability.metrics import REPLY_SECONDS
+from bot.storage.window import WindowStore
 
 log = structlog.get_logger(__name__)
 
@@ -39,11 +40,12 @@ __all__ = ["STATUS_PATH", "RestReplier", "make_twilio_client"]
 class RestReplier:
     """Runs the pipeline off the request thread and sends its reply through the Messages API."""
 
-    def __init__(self, pipeline: Pipeline, client: Client, settings: Settings, words: BotWords) -> None:
+    def __init__(self, pipeline: Pipeline, client: Client, settings: Settings, words: BotWords,
+                 window: WindowStore | None = None) -> None:
         self.pipeline = pipeline
         self.words = words
         self.client = client
-        self.sender = MessageSender(client, settings)  # the same path as a person's replies
+        self.sender = MessageSender(client, settings, window)  # the same path as a person's replies
         self.status_callback = self.sender.status_callback
         if not self.status_callback:
             log.warning("reply.no_status_callback", detail="set PUBLIC_BASE_URL to learn of failed deliveries")
@@ -91,7 +93,7 @@ class RestReplier:
 
     def send(self, msg: InboundMessage, reply: str) -> int:
         """Send the reply as one message per 1,600 characters; return how many went out."""
-        return self.sender.send_reply(msg.user, msg.to, reply)
+        return self.sender.send_reply(msg.user, msg.to, reply).sent
 
     def close(self) -> None:
         """Finish the replies started (a graceful stop; there is no backlog), then stop."""

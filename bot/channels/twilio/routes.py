@@ -54,6 +54,7 @@ def whatsapp() -> Response:
     log.info("webhook.received", chars=len(msg.body), media=len(msg.media),
              media_type=msg.media[0].content_type if msg.media else None, location=msg.has_location)
     log.debug("webhook.body", body=msg.body)
+    _window_opened(msg.user)
 
     deferral = current_app.extensions.get("bot.deferral")
     if deferral is not None and deferral.offer(msg):  # a worker answers it (docs/deferred.md)
@@ -91,6 +92,20 @@ def whatsapp() -> Response:
         f"app;dur={elapsed * 1000:.2f}, model;dur={outcome.model_s * 1000:.2f}"
     )
     return response
+
+
+def _window_opened(user: str) -> None:
+    """The user wrote: their 24-hour window is open again, and what was held for them while it
+    was closed goes first, in order, once (docs/window.md). A Redis error costs only that."""
+    window = current_app.extensions["bot.services"].users.window
+    try:
+        held = window.opened(user) if window is not None else 0
+    except StoreUnavailable as err:
+        log.warning("store.unavailable", stage="window", error=str(err))
+        return
+    sender = current_app.extensions.get("bot.sender")
+    if held and sender is not None:
+        sender.deliver_held(user)
 
 
 #: Delivery states that mean the user never got the reply.

@@ -1,6 +1,7 @@
 """Messages sent through Twilio's Messages API (the twilio client's messages.create): the
 replies of REPLY_MODE=rest, deferred replies and a person's replies during a handover, one
-path for all.
+path for all. Outside the user's 24-hour window nothing is sent: the message is held for
+when they write again, and the reopen template goes instead (docs/window.md).
 
 Each goes from the number the user wrote to, with a StatusCallback (PUBLIC_BASE_URL +
 STATUS_PATH) so that delivery failures come back (63016: outside WhatsApp's 24-hour window).
@@ -10,6 +11,7 @@ A 429 or a 5xx is tried once more; anything else is Twilio's answer.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import structlog
 from twilio.base.exceptions import TwilioRestException
@@ -18,7 +20,9 @@ from twilio.rest import Client
 
 from bot.channels.twilio.outbound import split_message
 from bot.config import Settings
-from bot.observability.metrics import REST_SENDS
+from bot.exceptions import StoreUnavailable
+from bot.observability.metrics import HELD_MESSAGES, REST_SENDS
+from bot.storage.window import WindowStore
 
 log = structlog.get_logger(__name__)
 
@@ -39,20 +43,36 @@ def make_twilio_client(settings: Settings) -> Client:
     return client
 
 
-class MessageSender:
-    """Send one WhatsApp message through the Messages API."""
+#: What `send` answers for a message held outside the window, in place of Twilio's error code.
+HELD = "held"
 
-    def __init__(self, client: Client, settings: Settings) -> None:
+
+@dataclass(frozen=True)
+class Delivery:
+    """What sending a reply came to: messages that went out, or held for later."""
+
+    sent: int
+    held: bool = False
+
+
+class MessageSender:
+    """Send one WhatsApp message through the Messages API, inside the user's window."""
+
+    def __init__(self, client: Client, settings: Settings, window: WindowStore | None = None) -> None:
         self.client = client
         base = settings.PUBLIC_BASE_URL
         self.status_callback = f"{base}{STATUS_PATH}" if base else None
+        self.window = window  # None: every message goes as it is (a process without Redis)
+        self.reopen_sid = settings.TEMPLATE_REOPEN_SID
 
-    def create(self, user: str, from_: str, body: str) -> object:
-        """messages.create, tried once more after a 429 or a 5xx; raise what Twilio answered."""
-        options = {"status_callback": self.status_callback} if self.status_callback else {}
+    def create(self, user: str, from_: str, body: str, content_sid: str | None = None) -> object:
+        """messages.create (text, or an approved template by its Content SID), tried once more
+        after a 429 or a 5xx; raise what Twilio answered."""
+        options: dict[str, str] = {"status_callback": self.status_callback} if self.status_callback else {}
+        options.update({"content_sid": content_sid} if content_sid else {"body": body})
         for attempt in (1, 2):
             try:
-                return self.client.messages.create(from_=from_, to=f"whatsapp:{user}", body=body, **options)
+                return self.client.messages.create(from_=from_, to=f"whatsapp:{user}", **options)
             except TwilioRestException as err:
                 if attempt == 2 or not (err.status == 429 or err.status >= 500):
                     raise
@@ -60,9 +80,52 @@ class MessageSender:
                 time.sleep(RETRY_S)
         raise AssertionError("unreachable")
 
-    def send_reply(self, user: str, from_: str, reply: str) -> int:
-        """Send a reply as one message per 1,600 characters; return how many went out (a
-        refusal or a network failure is logged and counted, and stops the rest)."""
+    def held_instead(self, user: str, from_: str, text: str, kind: str) -> bool:
+        """Hold the message when the user's window is closed (and send the reopen template for
+        the first one held); return whether it was held. Unknown (Redis unreachable): sent."""
+        if self.window is None:
+            return False
+        try:
+            if self.window.state(user).open:
+                return False
+            count = self.window.hold(user, text, from_, kind)
+        except StoreUnavailable as err:
+            log.warning("store.unavailable", stage="window", error=str(err))
+            return False
+        HELD_MESSAGES.labels(kind=kind).inc()
+        log.info("message.held", kind=kind, held=count, reason="outside_window")
+        if count == 1 and self.reopen_sid:
+            try:
+                created = self.create(user, from_, "", content_sid=self.reopen_sid)
+                log.info("message.reopen_sent", twilio_sid=getattr(created, "sid", ""))
+            except Exception as err:  # logged; the held message still waits for the user
+                log.error("message.reopen_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
+        return True
+
+    def deliver_held(self, user: str) -> int:
+        """The user wrote (their window is open): send what was held for them, oldest first,
+        once; return how many messages went out."""
+        if self.window is None:
+            return 0
+        try:
+            held = self.window.take_held(user)
+        except StoreUnavailable as err:
+            log.warning("store.unavailable", stage="held", error=str(err))
+            return 0
+        sent = 0
+        for entry in held:
+            sent += self.send_reply(user, str(entry.get("from") or ""), str(entry.get("text") or ""),
+                                    kind=str(entry.get("kind") or "reply")).sent
+        if held:
+            log.info("message.held_delivered", held=len(held), sent=sent)
+        return sent
+
+    def send_reply(self, user: str, from_: str, reply: str, kind: str = "reply") -> Delivery:
+        """Send a reply as one message per 1,600 characters, or hold it outside the window;
+        return how many went out (a refusal or a network failure is logged and counted, and
+        stops the rest)."""
+        if self.held_instead(user, from_, reply, kind):
+            return Delivery(0, held=True)
         sent = 0
         for chunk in split_message(reply):
             try:
@@ -74,12 +137,15 @@ class MessageSender:
             REST_SENDS.labels(result="sent").inc()
             log.info("reply.sent", twilio_sid=getattr(created, "sid", ""))
             sent += 1
-        return sent
+        return Delivery(sent)
 
     def send(self, user: str, from_: str, text: str) -> tuple[str | None, str | None]:
         """Send text (at most 1,600 characters) to the user from `from_` ("whatsapp:+…");
-        return (the message's sid, None), or (None, Twilio's error code) when it was refused,
-        or (None, None) when the API could not be reached."""
+        return (the message's sid, None), (None, HELD) when it waits for the user's next
+        message (outside the window), (None, Twilio's error code) when it was refused, or
+        (None, None) when the API could not be reached."""
+        if self.held_instead(user, from_, text, "person"):
+            return None, HELD
         try:
             created = self.create(user, from_, text)
         except TwilioRestException as err:
@@ -96,11 +162,11 @@ class MessageSender:
         return sid or None, None
 
 
-def make_message_sender(settings: Settings) -> MessageSender | None:
-    """Build the sender of a person's replies, or None without TWILIO_ACCOUNT_SID (nothing
-    can be sent by API then)."""
+def make_message_sender(settings: Settings, window: WindowStore | None = None) -> MessageSender | None:
+    """Build the sender of a person's replies (and of held messages), or None without
+    TWILIO_ACCOUNT_SID (nothing can be sent by API then)."""
     if not settings.TWILIO_ACCOUNT_SID:
         return None
     if not settings.PUBLIC_BASE_URL:
         log.warning("message.no_status_callback", detail="set PUBLIC_BASE_URL to learn of failed deliveries")
-    return MessageSender(make_twilio_client(settings), settings)
+    return MessageSender(make_twilio_client(settings), settings, window)

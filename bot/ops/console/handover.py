@@ -129,7 +129,10 @@ def reply(e164: str) -> ResponseReturnValue:
         flash(f"Not sent: {err}.", "error")
         return to_user(user, "handover")
     why = reason(entry.status, entry.code)
-    flash(f"Not sent: {why}." if why else "Sent.", "error" if why else "ok")
+    if entry.status == "held":  # outside the user's 24-hour window (docs/window.md)
+        flash("Held: the user's 24-hour window is closed; it goes when they write again.", "ok")
+    else:
+        flash(f"Not sent: {why}." if why else "Sent.", "error" if why else "ok")
     return to_user(user, "handover")
 
 

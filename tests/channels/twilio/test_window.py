@@ -1,0 +1,89 @@
+"""WhatsApp's 24-hour window on every Messages API send (docs/window.md): outside it nothing
+is sent, the message is held and the reopen template goes instead; when the user writes
+again, what was held goes first, in order, once. Signed webhooks, the real Redis, the twilio
+client to the Twilio stand-in."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bot import create_app
+from bot.dev.twilio_standin import TwilioStandin
+from bot.storage.keys import WINDOW_PREFIX, user_key
+from bot.users.reports import export_user, user_report
+from tests.conftest import ACCOUNT, USER, inbound_form, new_sid, sign
+
+pytestmark = pytest.mark.integration
+
+REOPEN = "HX" + "ab" * 16
+FROM = "whatsapp:+14155238886"
+
+
+@pytest.fixture
+def app(make_settings, redis_client, model, twilio: TwilioStandin):  # type: ignore[no-untyped-def]
+    return create_app(make_settings(TWILIO_ACCOUNT_SID=ACCOUNT, TWILIO_API_BASE_URL=twilio.url,
+                                    TWILIO_MESSAGING_BASE_URL=twilio.url, TEMPLATE_REOPEN_SID=REOPEN))
+
+
+def write(app, body: str, sid: str | None = None) -> str:  # type: ignore[no-untyped-def]
+    form = inbound_form(body, USER, sid or new_sid())
+    response = app.test_client().post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)})
+    assert response.status_code == 200
+    return response.get_data(as_text=True)
+
+
+def to_user(twilio: TwilioStandin) -> list[dict[str, str]]:
+    return [m for m in twilio.messages() if m["To"] == f"whatsapp:{USER}"]
+
+
+@pytest.mark.cluster
+def test_outside_the_window_a_message_is_held_and_goes_first_when_the_user_writes(  # type: ignore[no-untyped-def]
+        app, twilio: TwilioStandin, redis_client) -> None:
+    write(app, "Hello, is the shop open on Sunday?")
+    sender = app.extensions["bot.sender"]
+    users = app.extensions["bot.services"].users
+    assert user_report(users, USER)["window"]["open"]
+    assert sender.send(USER, FROM, "Inside the window: sent")[0]  # sent at once
+    redis_client.set(user_key(WINDOW_PREFIX, USER), f"{time.time() - 90_000:.3f}")  # a day and more later
+    assert sender.send(USER, FROM, "Good morning! We open at 10 on Sunday.") == (None, "held")
+    assert sender.send_reply(USER, FROM, "And we have gluten-free bread.").held
+    sent = to_user(twilio)
+    assert [m.get("Body") for m in sent] == ["Inside the window: sent", None]  # free text never went
+    assert sent[-1]["ContentSid"] == REOPEN  # the reopen template, once for both
+    report = user_report(users, USER)
+    assert not report["window"]["open"] and [h["kind"] for h in report["held"]] == ["person", "reply"]
+    assert "text" not in report["held"][0] and export_user(users, USER)["held"][0]["text"].startswith("Good morning")
+    sid = new_sid()
+    reply = write(app, "Thanks! See you Sunday", sid)
+    assert [m.get("Body") for m in to_user(twilio)[2:]] == ["Good morning! We open at 10 on Sunday.",
+                                                             "And we have gluten-free bread."]  # in order
+    assert "<Message>" in reply  # then their own message is answered
+    write(app, "Thanks! See you Sunday", sid)  # Twilio redelivers it: nothing is sent twice
+    assert len(to_user(twilio)) == 4 and user_report(users, USER)["held"] == []
+    assert user_report(users, USER)["window"]["open"]
+
+
+def test_without_a_reopen_template_the_message_waits_silently(make_settings, redis_client, model, twilio) -> None:  # type: ignore[no-untyped-def]
+    app = create_app(make_settings(TWILIO_ACCOUNT_SID=ACCOUNT, TWILIO_API_BASE_URL=twilio.url))
+    sender = app.extensions["bot.sender"]
+    assert sender.send(USER, FROM, "Your order is ready") == (None, "held")  # never wrote: no window
+    assert to_user(twilio) == []
+    write(app, "hi")
+    assert [m.get("Body") for m in to_user(twilio)] == ["Your order is ready"]
+
+
+def test_a_persons_reply_outside_the_window_is_held_and_the_console_says_so(app, twilio, redis_client) -> None:  # type: ignore[no-untyped-def]
+    from bot.users import handover as operations
+
+    write(app, "I need a person, please")
+    services = app.extensions["bot.services"]
+    operations.take_over(services.users, services.handover, USER, "console:ana", via="console")
+    redis_client.set(user_key(WINDOW_PREFIX, USER), f"{time.time() - 90_000:.3f}")
+    entry = operations.operator_reply(services.users, services.handover, app.extensions["bot.sender"].send, USER,
+                                      "Sorry for the wait: your order ships today.", "ana")
+    assert entry.status == "held" and entry.code == "" and entry.delivered
+    assert [m.get("Body") for m in to_user(twilio)] == [None]  # the reopen template only
+    write(app, "ok thanks")
+    assert [m.get("Body") for m in to_user(twilio)][1:] == ["Sorry for the wait: your order ships today."]
