@@ -45,6 +45,7 @@ from bot.storage.redelivery import RedeliveryPolicy
 from bot.storage.triggers import EXTRACTION, IDLE_SUMMARY, SummaryPolicy
 from bot.storage.usage import UsageStore
 from bot.storage.user_index import UserIndex
+from bot.storage.outbox import OutboxStore
 from bot.storage.window import WindowStore
 from bot.users.data import UserData
 
@@ -231,7 +232,9 @@ def build_services(
     deferred = DeferredStore(client, settings.DEFERRED_TURN_S)
     actions = ActionStore(client, confirm_ttl_s=settings.TOOLS_CONFIRM_TTL_S, log_ttl_s=ttls.context)
     window = WindowStore(client, settings.WHATSAPP_WINDOW_S, held_ttl_s=ttls.context)
-    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index, actions, window)
+    outbox = OutboxStore(client, outbox_ttl_s=settings.WHATSAPP_WINDOW_S, failed_ttl_s=ttls.context)
+    users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index, actions, window,
+                     outbox)
     knowledge = KnowledgeStore(client)
     answers = role == "web" or (role == "worker" and settings.deferred_on)  # runs the message path
     retriever = Retriever(knowledge, counter, settings, embedder, gate_embedder) if answers or role == "cli" else None

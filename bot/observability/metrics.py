@@ -122,6 +122,12 @@ PENDING_DROPPED = Counter(
     "Unsummarized pairs dropped at PENDING_MAX_BYTES, the last resort against a runaway client (none in a "
     "normal burst: extraction and the summary are hurried first).",
 )
+OUTBOUND_FAILED = Counter(
+    "bot_outbound_failed_total",
+    "Messages sent by API that did not arrive, by Twilio's error code (63016: outside the window; 63024, 63003: "
+    "the recipient; 21610: the user opted out), from the status callback or the API's answer.",
+    ["code"],
+)
 HELD_MESSAGES = Counter(
     "bot_held_messages_total",
     "Messages held for a user outside WhatsApp's 24-hour window, by kind (reply, person), sent when they write again.",

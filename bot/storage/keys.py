@@ -47,9 +47,12 @@ WINDOW = KeySpec("chat_window:", "string", "when the user last wrote (Unix secon
                  "while it lives (docs/window.md)", "window")
 HELD = KeySpec("chat_held:", "list", "messages for the user held until they write again (outside the window), oldest first",
                "context")
+OUTBOX = KeySpec("chat_outbox:", "hash", "messages sent by API lately, by Twilio's sid, until their delivery is known",
+                 "window")
+FAILED = KeySpec("chat_failed:", "list", "deliveries that failed (Twilio's error code), newest first", "context")
 #: Every per-user key, for inspection, export and erasure.
 USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE, HANDOVER, HANDOVER_LOG,
-             VECTORS, DEFERRED, DEFERRED_RUN, ACTION, TOOL_LOG, WINDOW, HELD)
+             VECTORS, DEFERRED, DEFERRED_RUN, ACTION, TOOL_LOG, WINDOW, HELD, OUTBOX, FAILED)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -130,6 +133,8 @@ ACTION_PREFIX = ACTION.prefix
 TOOL_LOG_PREFIX = TOOL_LOG.prefix
 WINDOW_PREFIX = WINDOW.prefix
 HELD_PREFIX = HELD.prefix
+OUTBOX_PREFIX = OUTBOX.prefix
+FAILED_PREFIX = FAILED.prefix
 USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
 
 

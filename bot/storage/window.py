@@ -52,6 +52,13 @@ class WindowStore:
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
 
+    def closed(self, user: str) -> None:
+        """Record that WhatsApp says the window is closed (a 63016): closed until the user writes."""
+        try:
+            self.redis.set(user_key(WINDOW_PREFIX, user), "0", ex=self.window_s)
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
     def state(self, user: str, now: float | None = None) -> Window:
         """Return the user's window as it stands. A user who last wrote before the window was
         kept has only their conversation's last interaction: that counts instead."""
@@ -64,7 +71,7 @@ class WindowStore:
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
         last = _seconds(raw) if raw is not None else _seconds(before)
-        if last is None:
+        if not last:  # never wrote, or WhatsApp said it is closed
             return Window(False, None, None)
         closes = last + self.window_s
         return Window(now < closes, last, closes)

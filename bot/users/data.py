@@ -16,6 +16,7 @@ from bot.storage.facts import FactStore
 from bot.storage.handover import HandoverStore
 from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.user_index import UserIndex
+from bot.storage.outbox import OutboxStore
 from bot.storage.window import WindowStore
 
 
@@ -36,3 +37,4 @@ class UserData:
     index: UserIndex | None = None  # the users by last activity (the console's list)
     actions: ActionStore | None = None  # a write waiting for the user's yes, and their tool calls (docs/tools.md)
     window: WindowStore | None = None  # WhatsApp's 24-hour window, and what is held outside it (docs/window.md)
+    outbox: OutboxStore | None = None  # messages sent by API lately, and the deliveries that failed

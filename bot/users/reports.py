@@ -80,15 +80,17 @@ def deferred_report(data: UserData, user: str, with_text: bool = False) -> list[
 
 def window_report(data: UserData, user: str, with_text: bool = False) -> dict[str, Any]:
     """Return WhatsApp's 24-hour window (`window`: open, the user's last message, when it
-    closes) and the messages held until they write again (`held`: kind and since when; their
-    text only for the export)."""
+    closes), the messages held until they write again (`held`: kind and since when; their
+    text only for the export) and the deliveries that failed (`delivery_failures`: Twilio's
+    code, kind, when; newest first)."""
+    failures = [{**f, "when": iso(f.get("at"))} for f in data.outbox.failures(user)] if data.outbox is not None else []
     if data.window is None:
-        return {"window": None, "held": []}
+        return {"window": None, "held": [], "delivery_failures": failures}
     state = data.window.state(user)
     held = [{"kind": h.get("kind", ""), "at": h.get("at"), "since": iso(h.get("at")),
              **({"text": h.get("text", "")} if with_text else {})} for h in data.window.held(user)]
     return {"window": {"open": state.open, "last_inbound": iso(state.last_inbound), "closes_at": iso(state.closes_at),
-                       "closes_ts": state.closes_at}, "held": held}
+                       "closes_ts": state.closes_at}, "held": held, "delivery_failures": failures}
 
 
 def tools_report(data: UserData, user: str) -> dict[str, Any]:

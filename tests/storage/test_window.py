@@ -47,3 +47,14 @@ def test_held_messages_are_taken_once_in_order(store: WindowStore) -> None:
     for n in range(HELD_MAX + 3):
         store.hold(USER, f"m{n}", "whatsapp:+14155238886", "reply")
     assert len(store.held(USER)) == HELD_MAX and store.held(USER)[0]["text"] == "m3"  # the oldest gave way
+
+
+def test_a_failed_delivery_is_recorded_and_gives_back_what_was_sent(redis_client) -> None:  # type: ignore[no-untyped-def]
+    from bot.storage.outbox import OutboxStore
+
+    outbox = OutboxStore(redis_client, outbox_ttl_s=86_400, failed_ttl_s=3600)
+    outbox.sent(USER, "SM1", "See you at 10", "whatsapp:+14155238886", "reply")
+    sent = outbox.failed(USER, "SM1", "63016")
+    assert sent is not None and sent["text"] == "See you at 10"
+    assert outbox.failed(USER, "SM1", "63016") is None  # given back once
+    assert [f["code"] for f in outbox.failures(USER)] == ["63016", "63016"] and outbox.failures(USER)[1]["kind"] == "reply"

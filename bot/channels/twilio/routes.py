@@ -127,10 +127,21 @@ def message_status() -> Response:
     if state in FAILED_STATES:
         DELIVERY_FAILURES.labels(status=state, error_code=code or "none").inc()
         log.warning("reply.delivery_failed", status=state, error_code=code or "none")
+        _record_failure(code)
     else:
         log.debug("reply.status", status=state)
     _record_handover_status(state, code)
     return Response(status=204)
+
+
+def _record_failure(code: str) -> None:
+    """Record a failed delivery against the user (a 63016 holds its text for their next
+    message: docs/window.md)."""
+    user = (request.form.get("To") or "").strip().removeprefix("whatsapp:")
+    sid = (request.form.get("MessageSid") or "").strip()[:34]
+    sender = current_app.extensions.get("bot.sender")
+    if sender is not None and E164.match(user) and sid:
+        sender.refused(user, sid, code)
 
 
 def _record_handover_status(state: str, code: str) -> None:

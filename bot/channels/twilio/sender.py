@@ -21,7 +21,8 @@ from twilio.rest import Client
 from bot.channels.twilio.outbound import split_message
 from bot.config import Settings
 from bot.exceptions import StoreUnavailable
-from bot.observability.metrics import HELD_MESSAGES, REST_SENDS
+from bot.observability.metrics import HELD_MESSAGES, OUTBOUND_FAILED, REST_SENDS
+from bot.storage.outbox import OutboxStore
 from bot.storage.window import WindowStore
 
 log = structlog.get_logger(__name__)
@@ -45,6 +46,8 @@ def make_twilio_client(settings: Settings) -> Client:
 
 #: What `send` answers for a message held outside the window, in place of Twilio's error code.
 HELD = "held"
+#: Twilio's error for free text outside WhatsApp's 24-hour window.
+WINDOW_CLOSED = "63016"
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,13 @@ class Delivery:
 class MessageSender:
     """Send one WhatsApp message through the Messages API, inside the user's window."""
 
-    def __init__(self, client: Client, settings: Settings, window: WindowStore | None = None) -> None:
+    def __init__(self, client: Client, settings: Settings, window: WindowStore | None = None,
+                 outbox: OutboxStore | None = None) -> None:
         self.client = client
         base = settings.PUBLIC_BASE_URL
         self.status_callback = f"{base}{STATUS_PATH}" if base else None
         self.window = window  # None: every message goes as it is (a process without Redis)
+        self.outbox = outbox  # None: failures are only logged and counted
         self.reopen_sid = settings.TEMPLATE_REOPEN_SID
 
     def create(self, user: str, from_: str, body: str, content_sid: str | None = None) -> object:
@@ -88,12 +93,22 @@ class MessageSender:
         try:
             if self.window.state(user).open:
                 return False
+        except StoreUnavailable as err:
+            log.warning("store.unavailable", stage="window", error=str(err))
+            return False
+        return self.hold(user, from_, text, kind)
+
+    def hold(self, user: str, from_: str, text: str, kind: str, why: str = "outside_window") -> bool:
+        """Hold a message for the user's next message, and send the reopen template for the
+        first one held; return whether it was held."""
+        assert self.window is not None
+        try:
             count = self.window.hold(user, text, from_, kind)
         except StoreUnavailable as err:
             log.warning("store.unavailable", stage="window", error=str(err))
             return False
         HELD_MESSAGES.labels(kind=kind).inc()
-        log.info("message.held", kind=kind, held=count, reason="outside_window")
+        log.info("message.held", kind=kind, held=count, reason=why)
         if count == 1 and self.reopen_sid:
             try:
                 created = self.create(user, from_, "", content_sid=self.reopen_sid)
@@ -101,6 +116,31 @@ class MessageSender:
             except Exception as err:  # logged; the held message still waits for the user
                 log.error("message.reopen_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
         return True
+
+    def refused(self, user: str, sid: str, code: str, kind: str = "") -> None:
+        """Twilio says a message did not arrive: record it against the user, and for a 63016
+        (outside the window) hold its text for their next message, with the reopen template."""
+        OUTBOUND_FAILED.labels(code=code or "none").inc()
+        if self.outbox is None:
+            return
+        try:
+            sent = self.outbox.failed(user, sid, code, kind)
+            if code == WINDOW_CLOSED and self.window is not None:
+                self.window.closed(user)
+        except StoreUnavailable as err:
+            log.warning("store.unavailable", stage="outbox", error=str(err))
+            return
+        if code == WINDOW_CLOSED and sent and self.window is not None:
+            self.hold(user, str(sent.get("from") or ""), str(sent.get("text") or ""), str(sent.get("kind") or "reply"),
+                      why="63016")
+
+    def _sent(self, user: str, created: object, from_: str, text: str, kind: str) -> None:
+        sid = str(getattr(created, "sid", "") or "")
+        if self.outbox is not None and sid:
+            try:
+                self.outbox.sent(user, sid, text, from_, kind)
+            except StoreUnavailable as err:
+                log.warning("store.unavailable", stage="outbox", error=str(err))
 
     def deliver_held(self, user: str) -> int:
         """The user wrote (their window is open): send what was held for them, oldest first,
@@ -133,8 +173,11 @@ class MessageSender:
             except Exception as err:  # the API refused, or the network failed: logged, counted
                 REST_SENDS.labels(result="failed").inc()
                 log.error("reply.send_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
+                if isinstance(err, TwilioRestException) and err.code is not None:
+                    self.refused(user, "", str(err.code), kind)
                 break
             REST_SENDS.labels(result="sent").inc()
+            self._sent(user, created, from_, chunk, kind)
             log.info("reply.sent", twilio_sid=getattr(created, "sid", ""))
             sent += 1
         return Delivery(sent)
@@ -151,22 +194,26 @@ class MessageSender:
         except TwilioRestException as err:
             REST_SENDS.labels(result="failed").inc()
             log.error("message.send_failed", status=err.status, error_code=err.code)
+            if err.code is not None:
+                self.refused(user, "", str(err.code), "person")
             return None, str(err.code) if err.code is not None else None
         except Exception as err:  # the network failed: logged, counted, said to the caller
             REST_SENDS.labels(result="failed").inc()
             log.error("message.send_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
             return None, None
         REST_SENDS.labels(result="sent").inc()
+        self._sent(user, created, from_, text, "person")
         sid = str(getattr(created, "sid", "") or "")
         log.info("message.sent", twilio_sid=sid)
         return sid or None, None
 
 
-def make_message_sender(settings: Settings, window: WindowStore | None = None) -> MessageSender | None:
+def make_message_sender(settings: Settings, window: WindowStore | None = None,
+                        outbox: OutboxStore | None = None) -> MessageSender | None:
     """Build the sender of a person's replies (and of held messages), or None without
     TWILIO_ACCOUNT_SID (nothing can be sent by API then)."""
     if not settings.TWILIO_ACCOUNT_SID:
         return None
     if not settings.PUBLIC_BASE_URL:
         log.warning("message.no_status_callback", detail="set PUBLIC_BASE_URL to learn of failed deliveries")
-    return MessageSender(make_twilio_client(settings), settings, window)
+    return MessageSender(make_twilio_client(settings), settings, window, outbox)

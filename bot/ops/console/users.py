@@ -14,7 +14,7 @@ from bot.conversation.messages import PHOTO_MARK, SPOKEN_MARK
 from bot.memory.rules import CATEGORIES
 from bot.observability.logs import mask_phone
 from bot.ops.console.auth import login_required
-from bot.ops.console.handover import handover_view
+from bot.ops.console.handover import handover_view, reason
 from bot.ops.console.helpers import actor, services, user_or_404
 from bot.users.directory import row_cost, users_page
 from bot.users.reports import export_user, usage_report, usage_totals, user_report
@@ -59,6 +59,7 @@ def user(e164: str) -> ResponseReturnValue:
         usage=usage,
         usage_total=usage_totals(usage),
         handover=handover_view(target),
+        delivery_reason=lambda code: reason("failed", code),
         task_setting=s.settings.TASK_EXTRACTION,
     )
 

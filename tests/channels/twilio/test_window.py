@@ -87,3 +87,37 @@ def test_a_persons_reply_outside_the_window_is_held_and_the_console_says_so(app,
     assert [m.get("Body") for m in to_user(twilio)] == [None]  # the reopen template only
     write(app, "ok thanks")
     assert [m.get("Body") for m in to_user(twilio)][1:] == ["Sorry for the wait: your order ships today."]
+
+
+def status(app, form: dict[str, str]):  # type: ignore[no-untyped-def]
+    from tests.conftest import BASE_URL
+
+    return app.test_client().post("/whatsapp/status", data=form,
+                                  headers={"X-Twilio-Signature": sign(form, url=f"{BASE_URL}/whatsapp/status")})
+
+
+@pytest.mark.cluster
+def test_a_63016_from_twilio_holds_the_text_for_the_users_next_message(app, twilio, redis_client) -> None:  # type: ignore[no-untyped-def]
+    write(app, "Is my order ready?")
+    sender = app.extensions["bot.sender"]
+    sid, _ = sender.send(USER, FROM, "Yes: pick it up after 5 pm.")  # inside the window, as the bot believes
+    assert sid
+    response = status(app, {"MessageSid": sid, "MessageStatus": "undelivered", "ErrorCode": "63016",
+                            "To": f"whatsapp:{USER}", "From": FROM, "AccountSid": ACCOUNT})
+    assert response.status_code == 204
+    users = app.extensions["bot.services"].users
+    report = user_report(users, USER)
+    assert not report["window"]["open"]  # WhatsApp said so: closed until the user writes
+    assert report["delivery_failures"][0]["code"] == "63016" and report["delivery_failures"][0]["kind"] == "person"
+    assert [h["kind"] for h in report["held"]] == ["person"]
+    assert to_user(twilio)[-1].get("ContentSid") == REOPEN
+    write(app, "hello?")
+    assert to_user(twilio)[-1].get("Body") == "Yes: pick it up after 5 pm."  # the very text, once the user wrote
+
+
+def test_a_user_who_opted_out_at_twilio_is_recorded_against_them(app, twilio) -> None:  # type: ignore[no-untyped-def]
+    write(app, "hi")
+    twilio.failures.append((400, 21610))  # "Attempt to send to unsubscribed recipient"
+    assert app.extensions["bot.sender"].send(USER, FROM, "Our sale starts today") == (None, "21610")
+    [failure] = user_report(app.extensions["bot.services"].users, USER)["delivery_failures"]
+    assert failure["code"] == "21610"

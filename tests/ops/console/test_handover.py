@@ -113,8 +113,16 @@ def test_a_reply_outside_the_24_hour_window_shows_why(handover_app, operator, tw
     page = operator.get(USER_PAGE).get_data(as_text=True)
     assert 'class="status failed">not delivered: outside WhatsApp&#39;s 24-hour window' in page
 
-    twilio.fail_next(400, 63016)  # Twilio refuses it at once
+    # WhatsApp said the window is closed: the next reply waits for the user (docs/window.md).
     act(operator, "reply", {"text": "Are you still there?"})
+    page = operator.get(USER_PAGE).get_data(as_text=True)
+    assert "Held: the user&#39;s 24-hour window is closed" in page
+    assert operator.get(LOG_JSON).get_json()["entries"][-1]["status"] == "held"
+    assert "last delivery failed: outside WhatsApp&#39;s 24-hour window" in page
+
+    say(handover_app, "Sorry, I was away")  # the window opens; both held replies go first
+    twilio.fail_next(400, 63016)  # Twilio refuses the next one at once
+    act(operator, "reply", {"text": "Welcome back!"})
     page = operator.get(USER_PAGE).get_data(as_text=True)
     assert "Not sent: outside WhatsApp&#39;s 24-hour window" in page
     entries = operator.get(LOG_JSON).get_json()["entries"]

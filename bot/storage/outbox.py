@@ -1,0 +1,90 @@
+"""What was sent to a user through the Messages API, for a while, and what failed to arrive
+(docs/window.md, Delivery failures).
+
+Keys: ``chat_outbox:{+E164}``, a hash: Twilio's message sid -> JSON ``{text, from, kind, at}``
+of the messages sent within the window's length (WHATSAPP_WINDOW_S), so a 63016 (outside the window) that Twilio
+reports later can hold the very text for the user's next message. ``chat_failed:{+E164}``, a
+list, newest first, of JSON ``{sid, code, at, kind}``: the deliveries that failed, for the
+console and inspect. Both are the user's (inspected, exported, erased with them).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import redis
+
+from bot.exceptions import StoreUnavailable
+from bot.storage.keys import FAILED_PREFIX, OUTBOX_PREFIX, user_key
+
+#: Messages kept per user; past it the outbox starts afresh (a flood, never a conversation).
+OUTBOX_MAX = 200
+#: Failures kept per user.
+FAILED_MAX = 20
+
+
+class OutboxStore:
+    """The messages sent lately, by Twilio's sid, and the failed deliveries, per user."""
+
+    def __init__(self, client: redis.Redis, outbox_ttl_s: int, failed_ttl_s: int) -> None:
+        self.redis = client
+        self.outbox_ttl_s = outbox_ttl_s  # WHATSAPP_WINDOW_S: no status comes later than that matters
+        self.failed_ttl_s = failed_ttl_s  # the context's TTL rule (0: none)
+
+    def sent(self, user: str, sid: str, text: str, from_: str, kind: str) -> None:
+        """Keep a message Twilio accepted, until its delivery is known."""
+        key = user_key(OUTBOX_PREFIX, user)
+        entry = json.dumps({"text": text, "from": from_, "kind": kind, "at": round(time.time(), 3)}, ensure_ascii=False)
+        try:
+            with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hlen(key)
+                pipe.hset(key, sid, entry)
+                pipe.expire(key, self.outbox_ttl_s)
+                size = pipe.execute()[0]
+            if size >= OUTBOX_MAX:
+                self.redis.delete(key)
+                self.redis.hset(key, sid, entry)
+                self.redis.expire(key, self.outbox_ttl_s)
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
+    def failed(self, user: str, sid: str, code: str, kind: str = "") -> dict[str, Any] | None:
+        """Record a delivery that failed; return what was sent under that sid (None: not ours,
+        or long ago), taken out of the outbox."""
+        key = user_key(OUTBOX_PREFIX, user)
+        failures = user_key(FAILED_PREFIX, user)
+        try:
+            with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hget(key, sid)
+                pipe.hdel(key, sid)
+                raw = pipe.execute()[0]
+            sent = _json(raw)
+            entry = {"sid": sid, "code": code, "at": round(time.time(), 3),
+                     "kind": (sent or {}).get("kind") or kind}
+            with self.redis.pipeline(transaction=True) as pipe:
+                pipe.lpush(failures, json.dumps(entry))
+                pipe.ltrim(failures, 0, FAILED_MAX - 1)
+                if self.failed_ttl_s:
+                    pipe.expire(failures, self.failed_ttl_s)
+                pipe.execute()
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        return sent
+
+    def failures(self, user: str) -> list[dict[str, Any]]:
+        """Return the failed deliveries, newest first."""
+        try:
+            raw = self.redis.lrange(user_key(FAILED_PREFIX, user), 0, FAILED_MAX - 1)
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        return [entry for entry in (_json(r) for r in raw) if entry is not None]
+
+
+def _json(raw: Any) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
