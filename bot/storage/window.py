@@ -17,7 +17,10 @@ from typing import Any
 import redis
 
 from bot.exceptions import StoreUnavailable
-from bot.storage.keys import CONTEXT_PREFIX, HELD_PREFIX, WINDOW_PREFIX, user_key
+from bot.storage.keys import CONTEXT_PREFIX, HELD_PREFIX, MEMORY_PREFIX, WINDOW_PREFIX, user_key
+
+#: The user_memory field set while the user has sent STOP (bot/users/lifecycle.py set_messages_off).
+MESSAGES_OFF_FIELD = "messages_off_at"
 
 #: Messages held per user at most; past it the oldest give way (a user away for weeks).
 HELD_MAX = 20
@@ -30,6 +33,7 @@ class Window:
     open: bool
     last_inbound: float | None
     closes_at: float | None
+    messages_off: bool = False  # the user sent STOP: the business writes first never
 
 
 class WindowStore:
@@ -67,14 +71,15 @@ class WindowStore:
             with self.redis.pipeline(transaction=False) as pipe:
                 pipe.get(user_key(WINDOW_PREFIX, user))
                 pipe.hget(user_key(CONTEXT_PREFIX, user), "last_interaction_timestamp")
-                raw, before = pipe.execute()
+                pipe.hget(user_key(MEMORY_PREFIX, user), MESSAGES_OFF_FIELD)
+                raw, before, off = pipe.execute()
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
         last = _seconds(raw) if raw is not None else _seconds(before)
         if not last:  # never wrote, or WhatsApp said it is closed
-            return Window(False, None, None)
+            return Window(False, None, None, bool(off))
         closes = last + self.window_s
-        return Window(now < closes, last, closes)
+        return Window(now < closes, last, closes, bool(off))
 
     def hold(self, user: str, text: str, from_: str, kind: str) -> int:
         """Keep a message for when the user writes again; return how many are held now (1:

@@ -6,6 +6,8 @@ the message path and the operator surfaces (bot/ops/) call the same code.
 
 from __future__ import annotations
 
+import time
+
 import structlog
 
 from bot.observability.logs import mask_phone
@@ -44,6 +46,19 @@ def set_opt_out(
     data.meta.set_meta(target, **fields)
     event = "audit.memory_opt_out" if opted_out else "audit.memory_opt_in"
     log.info(event, actor=_actor(actor), target=mask_phone(target), via=via)
+
+
+def set_messages_off(data: UserData, target: str, off: bool, actor: str, via: str) -> None:
+    """Stop (or allow again) every message the business starts for this user: the reopen
+    template, held messages, reminders (docs/window.md); their own messages are still
+    answered. Recorded with its time and source; held messages are dropped."""
+    data.meta.set_meta(target, messages_off_at=str(time.time()) if off else None, messages_off_via=via if off else None)
+    if off and data.window is not None:
+        dropped = len(data.window.take_held(target))
+        if dropped:
+            log.info("messages.held_dropped", held=dropped)
+    log.info("audit.messages_off" if off else "audit.messages_on", actor=_actor(actor), target=mask_phone(target),
+             via=via)
 
 
 def set_task_extraction(data: UserData, target: str, enabled: bool, actor: str, via: str) -> None:

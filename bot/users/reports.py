@@ -81,16 +81,21 @@ def deferred_report(data: UserData, user: str, with_text: bool = False) -> list[
 def window_report(data: UserData, user: str, with_text: bool = False) -> dict[str, Any]:
     """Return WhatsApp's 24-hour window (`window`: open, the user's last message, when it
     closes), the messages held until they write again (`held`: kind and since when; their
-    text only for the export) and the deliveries that failed (`delivery_failures`: Twilio's
-    code, kind, when; newest first)."""
+    text only for the export), the deliveries that failed (`delivery_failures`: Twilio's
+    code, kind, when; newest first) and the user's STOP (`messages_off`: since when, and how:
+    user or cli), or None."""
     failures = [{**f, "when": iso(f.get("at"))} for f in data.outbox.failures(user)] if data.outbox is not None else []
+    meta = data.meta.meta(user)
+    off = meta.get("messages_off_at")
+    messages_off = {"since": iso(float(off)), "via": meta.get("messages_off_via", "")} if off else None
     if data.window is None:
-        return {"window": None, "held": [], "delivery_failures": failures}
+        return {"window": None, "held": [], "delivery_failures": failures, "messages_off": messages_off}
     state = data.window.state(user)
     held = [{"kind": h.get("kind", ""), "at": h.get("at"), "since": iso(h.get("at")),
              **({"text": h.get("text", "")} if with_text else {})} for h in data.window.held(user)]
     return {"window": {"open": state.open, "last_inbound": iso(state.last_inbound), "closes_at": iso(state.closes_at),
-                       "closes_ts": state.closes_at}, "held": held, "delivery_failures": failures}
+                       "closes_ts": state.closes_at}, "held": held, "delivery_failures": failures,
+            "messages_off": messages_off}
 
 
 def tools_report(data: UserData, user: str) -> dict[str, Any]:

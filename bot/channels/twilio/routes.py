@@ -11,6 +11,7 @@ from flask import Blueprint, Response, current_app, request
 
 from bot.channels.twilio import outbound
 from bot.channels.twilio.inbound import parse_inbound, signature_ok
+from bot.conversation.catalog import normalize
 from bot.conversation.pipeline import Pipeline
 from bot.conversation.steps.load_shed import shed
 from bot.config import E164
@@ -54,7 +55,7 @@ def whatsapp() -> Response:
     log.info("webhook.received", chars=len(msg.body), media=len(msg.media),
              media_type=msg.media[0].content_type if msg.media else None, location=msg.has_location)
     log.debug("webhook.body", body=msg.body)
-    _window_opened(msg.user)
+    _window_opened(msg.user, msg.body)
 
     deferral = current_app.extensions.get("bot.deferral")
     if deferral is not None and deferral.offer(msg):  # a worker answers it (docs/deferred.md)
@@ -94,17 +95,19 @@ def whatsapp() -> Response:
     return response
 
 
-def _window_opened(user: str) -> None:
+def _window_opened(user: str, body: str) -> None:
     """The user wrote: their 24-hour window is open again, and what was held for them while it
-    was closed goes first, in order, once (docs/window.md). A Redis error costs only that."""
-    window = current_app.extensions["bot.services"].users.window
+    was closed goes first, in order, once (docs/window.md); not when they wrote STOP (the
+    command drops it). A Redis error costs only that."""
+    services = current_app.extensions["bot.services"]
+    window = services.users.window
     try:
         held = window.opened(user) if window is not None else 0
     except StoreUnavailable as err:
         log.warning("store.unavailable", stage="window", error=str(err))
         return
     sender = current_app.extensions.get("bot.sender")
-    if held and sender is not None:
+    if held and sender is not None and normalize(body) not in services.prompts.replies.command_phrases("messages_off"):
         sender.deliver_held(user)
 
 

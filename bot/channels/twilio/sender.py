@@ -46,6 +46,8 @@ def make_twilio_client(settings: Settings) -> Client:
 
 #: What `send` answers for a message held outside the window, in place of Twilio's error code.
 HELD = "held"
+#: ...and for one the user's STOP forbids (outside the window, only the business would write first).
+MESSAGES_OFF = "messages_off"
 #: Twilio's error for free text outside WhatsApp's 24-hour window.
 WINDOW_CLOSED = "63016"
 
@@ -85,24 +87,32 @@ class MessageSender:
                 time.sleep(RETRY_S)
         raise AssertionError("unreachable")
 
-    def held_instead(self, user: str, from_: str, text: str, kind: str) -> bool:
+    def held_instead(self, user: str, from_: str, text: str, kind: str) -> str | None:
         """Hold the message when the user's window is closed (and send the reopen template for
-        the first one held); return whether it was held. Unknown (Redis unreachable): sent."""
+        the first one held); return HELD, MESSAGES_OFF when the user's STOP forbids even that
+        (nothing is kept), or None: send it. Unknown (Redis unreachable): sent."""
         if self.window is None:
-            return False
+            return None
         try:
-            if self.window.state(user).open:
-                return False
+            state = self.window.state(user)
         except StoreUnavailable as err:
             log.warning("store.unavailable", stage="window", error=str(err))
-            return False
-        return self.hold(user, from_, text, kind)
+            return None
+        if state.open:
+            return None
+        if state.messages_off:
+            log.info("message.not_sent", kind=kind, reason="messages_off")
+            return MESSAGES_OFF
+        return HELD if self.hold(user, from_, text, kind) else None
 
     def hold(self, user: str, from_: str, text: str, kind: str, why: str = "outside_window") -> bool:
         """Hold a message for the user's next message, and send the reopen template for the
-        first one held; return whether it was held."""
+        first one held; return whether it was held (never for a user who sent STOP)."""
         assert self.window is not None
         try:
+            if self.window.state(user).messages_off:
+                log.info("message.not_sent", kind=kind, reason="messages_off")
+                return False
             count = self.window.hold(user, text, from_, kind)
         except StoreUnavailable as err:
             log.warning("store.unavailable", stage="window", error=str(err))
@@ -164,8 +174,9 @@ class MessageSender:
         """Send a reply as one message per 1,600 characters, or hold it outside the window;
         return how many went out (a refusal or a network failure is logged and counted, and
         stops the rest)."""
-        if self.held_instead(user, from_, reply, kind):
-            return Delivery(0, held=True)
+        why = self.held_instead(user, from_, reply, kind)
+        if why is not None:
+            return Delivery(0, held=why == HELD)
         sent = 0
         for chunk in split_message(reply):
             try:
@@ -185,10 +196,12 @@ class MessageSender:
     def send(self, user: str, from_: str, text: str) -> tuple[str | None, str | None]:
         """Send text (at most 1,600 characters) to the user from `from_` ("whatsapp:+…");
         return (the message's sid, None), (None, HELD) when it waits for the user's next
-        message (outside the window), (None, Twilio's error code) when it was refused, or
+        message (outside the window), (None, MESSAGES_OFF) when the user's STOP forbids it,
+        (None, Twilio's error code) when it was refused, or
         (None, None) when the API could not be reached."""
-        if self.held_instead(user, from_, text, "person"):
-            return None, HELD
+        why = self.held_instead(user, from_, text, "person")
+        if why is not None:
+            return None, why
         try:
             created = self.create(user, from_, text)
         except TwilioRestException as err:

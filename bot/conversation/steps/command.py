@@ -1,6 +1,7 @@
 """The command step: read the message's text and carry out a recognised command
 (bot/conversation/commands.py recognises them, in any of the bot's languages): reset,
-operator reset, opt-out and opt-in, /task:off and /task:on, help, the erase request and its
+operator reset, opt-out and opt-in, STOP and START (the bot's own messages: docs/window.md),
+/task:off and /task:on, help, the erase request and its
 confirmation, a topic shift. Its replies are in the user's language (docs/languages.md)."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from bot.exceptions import StoreUnavailable
 from bot.observability.metrics import MESSAGES
 from bot.storage.context import Context
 from bot.users.data import UserData
-from bot.users.lifecycle import erase_user, reset_conversation, set_opt_out, set_task_extraction
+from bot.users.lifecycle import erase_user, reset_conversation, set_messages_off, set_opt_out, set_task_extraction
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +51,9 @@ def carry_out(
             log.error("store.unavailable", stage="erase_cancel", error=str(err))
     if kind in MEMORY_COMMANDS:
         _memory_command(turn, kind, users, erase_confirm_s, say)
+    elif kind in ("messages_off", "messages_on"):
+        set_messages_off(users, user, kind == "messages_off", actor=user, via="user")
+        _done(turn, say.text(kind, lang), kind)
     elif kind in ("task_off", "task_on"):
         set_task_extraction(users, user, kind == "task_on", actor=user, via="user")
         _done(turn, say.text(kind, lang), kind)

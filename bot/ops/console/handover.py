@@ -34,6 +34,7 @@ TWILIO_ERRORS = {
     "21211": "the number is not a valid phone number",
     "21408": "sending to this region is not enabled on the Twilio account",
     "21610": "the user unsubscribed (replied STOP)",
+    "messages_off": "the user sent STOP: outside their 24-hour window the business may not write first",
     "30003": "the phone is unreachable",
     "30005": "the number is unknown or no longer in service",
     "30006": "the number cannot receive this message",

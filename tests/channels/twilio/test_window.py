@@ -121,3 +121,39 @@ def test_a_user_who_opted_out_at_twilio_is_recorded_against_them(app, twilio) ->
     assert app.extensions["bot.sender"].send(USER, FROM, "Our sale starts today") == (None, "21610")
     [failure] = user_report(app.extensions["bot.services"].users, USER)["delivery_failures"]
     assert failure["code"] == "21610"
+
+
+@pytest.mark.parametrize("stop, start, said", [("STOP", "START", "Send START"), ("parar", "start", "Envie START"),
+                                               ("Baja", "alta", "Envíe START")])
+def test_stop_ends_every_message_the_business_starts_and_start_undoes_it(  # type: ignore[no-untyped-def]
+        app, twilio, redis_client, stop: str, start: str, said: str) -> None:
+    users = app.extensions["bot.services"].users
+    sender = app.extensions["bot.sender"]
+    write(app, "hello")
+    redis_client.set(user_key(WINDOW_PREFIX, USER), f"{time.time() - 90_000:.3f}")
+    assert sender.send(USER, FROM, "A message from before the STOP") == (None, "held")
+    assert said in write(app, stop)  # answered (their own message), and told how to undo it
+    report = user_report(users, USER)
+    assert report["messages_off"]["via"] == "user" and report["held"] == []  # what waited is dropped
+    assert "A message from before the STOP" not in [m.get("Body") for m in to_user(twilio)]  # STOP: never sent
+    redis_client.set(user_key(WINDOW_PREFIX, USER), f"{time.time() - 90_000:.3f}")
+    before = len(to_user(twilio))
+    assert sender.send(USER, FROM, "Our new menu is out!") == (None, "messages_off")  # nothing held, no template
+    assert not sender.send_reply(USER, FROM, "A reminder").held and len(to_user(twilio)) == before
+    assert user_report(users, USER)["held"] == []
+    assert "<Message>" in write(app, "what time do you open?")  # their own messages are still answered
+    write(app, start)
+    assert user_report(users, USER)["messages_off"] is None
+    redis_client.set(user_key(WINDOW_PREFIX, USER), f"{time.time() - 90_000:.3f}")
+    assert sender.send(USER, FROM, "Welcome back") == (None, "held")
+
+
+def test_the_operator_can_record_a_users_stop_from_the_cli(app, redis_url, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from bot.ops.commands import main
+
+    write(app, "hello")
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    assert main(["optout", USER]) == 0
+    assert user_report(app.extensions["bot.services"].users, USER)["messages_off"]["via"] == "cli"
+    assert main(["optin", USER]) == 0
+    assert user_report(app.extensions["bot.services"].users, USER)["messages_off"] is None
