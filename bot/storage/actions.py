@@ -17,19 +17,11 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import ACTION_PREFIX, TOOL_LOG_PREFIX, user_key
+from bot.storage.records import json_object
 from bot.storage.scripts import Scripts
 
 #: Tool calls kept per user, for inspect, export and the console.
 TOOL_LOG_LENGTH = 20
-
-
-def _json(raw: Any) -> Any:
-    if raw is None or raw in (b"", ""):
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 class ActionStore:
@@ -59,7 +51,7 @@ class ActionStore:
             raw, taken = self.redis.hmget(user_key(ACTION_PREFIX, user), ["a", "taken"])
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
-        action = _json(raw)
+        action = json_object(raw)
         return action if isinstance(action, dict) and not taken else None
 
     def take(self, user: str, sid: str, at: float) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
@@ -70,7 +62,7 @@ class ActionStore:
                                args={"sid": sid, "at": at})
         if not got:
             return None
-        action, done = _json(got[0]), _json(got[1])
+        action, done = json_object(got[0]), json_object(got[1])
         return (action, done if isinstance(done, dict) else None) if isinstance(action, dict) else None
 
     def finish(self, user: str, sid: str, outcome: dict[str, Any]) -> None:
@@ -82,7 +74,7 @@ class ActionStore:
         """Drop a proposal nobody confirmed, for a message that arrived at `at` and said
         something else; return it, or None when none was waiting (or it came after the message)."""
         raw = self.scripts.run("action_drop", keys={"action": user_key(ACTION_PREFIX, user)}, args={"at": at})
-        action = _json(raw) if raw else None
+        action = json_object(raw) if raw else None
         return action if isinstance(action, dict) else None
 
     def forget(self, user: str) -> None:
@@ -114,4 +106,4 @@ class ActionStore:
             raw = self.redis.lrange(user_key(TOOL_LOG_PREFIX, user), 0, TOOL_LOG_LENGTH - 1)
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
-        return [entry for entry in (_json(r) for r in raw) if isinstance(entry, dict)]
+        return [entry for entry in (json_object(r) for r in raw) if isinstance(entry, dict)]

@@ -20,7 +20,7 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import HANDOVER_LOG_PREFIX, HANDOVER_PREFIX, user_key
-from bot.storage.records import as_float, text
+from bot.storage.records import as_float, take_list, text
 from bot.storage.scripts import Scripts
 
 #: Delivery statuses in the order Twilio reports them; a later one is never overwritten by an
@@ -199,12 +199,8 @@ class HandoverStore:
 
     def take_log(self, user: str) -> list[LogEntry]:
         """Return the whole log and delete it, atomically: two folds never read it twice."""
-        key = self._log_key(user)
         try:
-            with self.redis.pipeline(transaction=True) as pipe:
-                pipe.lrange(key, 0, -1)
-                pipe.delete(key)
-                raw, _ = pipe.execute()
+            raw = take_list(self.redis, self._log_key(user))
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
         return _entries(raw)

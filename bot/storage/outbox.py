@@ -18,6 +18,7 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import FAILED_PREFIX, OUTBOX_PREFIX, user_key
+from bot.storage.records import json_object
 
 #: Messages kept per user; past it the outbox starts afresh (a flood, never a conversation).
 OUTBOX_MAX = 200
@@ -60,7 +61,7 @@ class OutboxStore:
                 pipe.hget(key, sid)
                 pipe.hdel(key, sid)
                 raw = pipe.execute()[0]
-            sent = _json(raw)
+            sent = json_object(raw)
             entry = {"sid": sid, "code": code, "at": round(time.time(), 3),
                      "kind": (sent or {}).get("kind") or kind}
             with self.redis.pipeline(transaction=True) as pipe:
@@ -79,12 +80,4 @@ class OutboxStore:
             raw = self.redis.lrange(user_key(FAILED_PREFIX, user), 0, FAILED_MAX - 1)
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
-        return [entry for entry in (_json(r) for r in raw) if entry is not None]
-
-
-def _json(raw: Any) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+        return [entry for entry in (json_object(r) for r in raw) if entry is not None]

@@ -55,6 +55,25 @@ def as_int(value: Any, field: str = "", default: int = 0) -> int:
             return default
 
 
+def json_object(raw: Any) -> dict[str, Any] | None:
+    """Return a stored JSON object, or None for anything else (absent, unreadable, not an object)."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def take_list(client: Any, key: str) -> list[Any]:
+    """Return a whole list and delete it, atomically: a second caller gets nothing. Raise
+    redis.RedisError as the client does."""
+    with client.pipeline(transaction=True) as pipe:
+        pipe.lrange(key, 0, -1)
+        pipe.delete(key)
+        raw, _ = pipe.execute()
+    return list(raw)
+
+
 def flat_to_dict(flat: list[Any]) -> dict[str, str]:
     """Turn a flat HGETALL reply from a script ([k1, v1, k2, v2…]) into a dict."""
     return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat), 2)}

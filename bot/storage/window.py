@@ -18,6 +18,7 @@ import redis
 
 from bot.exceptions import StoreUnavailable
 from bot.storage.keys import CONTEXT_PREFIX, HELD_PREFIX, MEMORY_PREFIX, WINDOW_PREFIX, user_key
+from bot.storage.records import json_object, take_list
 
 #: The user_memory field set while the user has sent STOP (bot/users/lifecycle.py set_messages_off).
 MESSAGES_OFF_FIELD = "messages_off_at"
@@ -103,19 +104,15 @@ class WindowStore:
             raw = self.redis.lrange(user_key(HELD_PREFIX, user), 0, -1)
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
-        return [entry for entry in (_json(r) for r in raw) if entry is not None]
+        return [entry for entry in (json_object(r) for r in raw) if entry is not None]
 
     def take_held(self, user: str) -> list[dict[str, Any]]:
         """Take every held message, oldest first, once: a second caller gets none."""
-        key = user_key(HELD_PREFIX, user)
         try:
-            with self.redis.pipeline(transaction=True) as pipe:
-                pipe.lrange(key, 0, -1)
-                pipe.delete(key)
-                raw, _ = pipe.execute()
+            raw = take_list(self.redis, user_key(HELD_PREFIX, user))
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
-        return [entry for entry in (_json(r) for r in raw) if entry is not None]
+        return [entry for entry in (json_object(r) for r in raw) if entry is not None]
 
 
 def _seconds(raw: Any) -> float | None:
@@ -123,11 +120,3 @@ def _seconds(raw: Any) -> float | None:
         return float(raw) if raw not in (None, b"", "") else None
     except (TypeError, ValueError):
         return None
-
-
-def _json(raw: Any) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
