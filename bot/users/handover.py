@@ -46,8 +46,11 @@ def _actor(actor: str) -> str:
 
 def take_over(data: UserData, store: HandoverStore, user: str, actor: str, via: str) -> Handover:
     """Pause the bot for this user until hand-back or HANDOVER_TTL_HOURS, and write the
-    audit event; actor is `console:<name>`, `cli` or `admin_api`."""
+    audit event; actor is `console:<name>`, `cli` or `admin_api`. A change the bot proposed
+    is forgotten: the person decides now (docs/tools.md)."""
     handover = store.take(user, actor)
+    if data.actions is not None:
+        data.actions.forget(user)
     log.info("audit.handover_taken", actor=_actor(actor), target=mask_phone(user), via=via,
              expires_at=handover.expires_at)
     return handover

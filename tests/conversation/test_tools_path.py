@@ -220,3 +220,15 @@ def test_starting_over_forgets_the_change_waiting_for_a_yes(bot, clinic) -> None
     bot(f"Marca-me para {DAY} às 10h")
     bot("/reset")
     assert not bot("sim").startswith("Feito") and writes(url) == []
+
+
+def test_a_person_taking_over_forgets_the_change_waiting_for_a_yes(bot, clinic, make_settings) -> None:  # type: ignore[no-untyped-def]
+    from bot.services import build_services
+    from bot.users import handover as operations
+
+    _, url = clinic
+    bot(f"Marca-me para {DAY} às 10h")
+    services = build_services(make_settings(), role="cli")
+    operations.take_over(services.users, services.handover, ANA, "console:rui", via="console")
+    operations.hand_back(services.users, services.handover, ANA, "console:rui", via="console")
+    assert not bot("ok").startswith("Feito") and writes(url) == []
