@@ -46,6 +46,7 @@ class ToolTurn:
     calls: list[dict[str, Any]] = field(default_factory=list)
     rounds: list[Completion] = field(default_factory=list)  # every model call, the first one first
     result_tokens: int = 0  # of the API's answers given to the model so far (one budget per message)
+    offered: frozenset[str] = frozenset()  # the tools their breakers let this message call
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | None:
@@ -90,7 +91,7 @@ class ToolUse:
         if left_out:
             messages.append({"role": "system", "content": UNAVAILABLE_NOTE.format(names=", ".join(left_out))})
         definitions = [spec.for_model() for spec in open_tools]
-        turn = ToolTurn(completion=None)
+        turn = ToolTurn(completion=None, offered=frozenset(spec.name for spec in open_tools))
         for round_no in range(1, self.max_rounds + 1):
             last = round_no == self.max_rounds or not definitions
             completion = ask(messages, definitions or None, "none" if last and definitions else None, remaining())
@@ -121,7 +122,7 @@ class ToolUse:
             return self._fence({"error": outcome.replace("_", " ")})
         if spec.write and spec.confirm:
             return self._propose(spec, arguments, turn, user=user, sid=sid)
-        if not self.breakers[spec.name].allow():
+        if spec.name not in turn.offered:  # its breaker is open (asked once per message: the trial call is this one)
             return self._fence({"error": "this tool is unavailable right now"})
         room = remaining() - MIN_ROUND_S
         if room < 0.5:

@@ -129,17 +129,37 @@ def test_inspect_shows_the_waiting_write_and_the_calls_and_erase_removes_them(bo
     assert after["pending_action"] is None and after["tool_calls"] == []
 
 
-def test_a_tool_that_keeps_failing_is_left_out_and_the_model_is_told(bot, clinic, model) -> None:  # type: ignore[no-untyped-def]
-    server, _ = clinic
+def test_a_tool_that_keeps_failing_is_left_out_the_model_is_told_and_it_comes_back(  # type: ignore[no-untyped-def]
+        make_settings, redis_client, model, clinic) -> None:
+    import time
+
+    from bot import create_app
+    from bot.dev.clinic_api import serve
+
+    server, url = clinic
+    client = create_app(make_settings(TOOLS_OPENAPI=f"{url}/openapi.json", TOOLS_BASE_URL=url,
+                                      TOOLS_BREAKER_PAUSE_S=1)).test_client()
+
+    def ask() -> list[str]:
+        form = inbound_form(f"Há vaga no dia {DAY}?", ANA, new_sid())
+        assert client.post("/whatsapp", data=form, headers={"X-Twilio-Signature": sign(form)}).status_code == 200
+        return [t["function"]["name"] for t in model.requests()[-1].get("tools", [])]
+
     server.shutdown()
-    server.server_close()  # the business's API is down
+    server.server_close()  # the business's API goes down
     for _ in range(3):  # TOOLS_BREAKER_FAILURES
-        bot(f"Há vaga no dia {DAY}?")
-    bot(f"Há vaga no dia {DAY}?")
-    asked = model.requests()[-1]
-    offered = [t["function"]["name"] for t in asked.get("tools", [])]
-    assert "list_free_slots" not in offered
-    assert any("unavailable right now: list_free_slots" in str(m.get("content")) for m in asked["messages"])
+        assert "list_free_slots" in ask()
+    assert "list_free_slots" not in ask()
+    assert any("unavailable right now: list_free_slots" in str(m.get("content")) for m in model.requests()[-1]["messages"])
+    again = serve("127.0.0.1", int(url.rsplit(":", 1)[1]))  # it is back
+    try:
+        time.sleep(1.1)  # TOOLS_BREAKER_PAUSE_S
+        assert "list_free_slots" in ask()  # one message tries it again, and it answers
+        assert any('"outcome":"ok"' in str(m.get("content")) for m in model.requests()[-1]["messages"])
+        assert "list_free_slots" in ask()  # closed again: offered to every message
+    finally:
+        again.shutdown()
+        again.server_close()
 
 
 def test_with_tools_a_text_that_cannot_be_promised_in_the_webhook_is_deferred(make_settings) -> None:  # type: ignore[no-untyped-def]
