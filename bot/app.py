@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         app.extensions["bot.deferral"] = Deferral(settings, services.deferred, services.jobs)
     if settings.REPLY_MODE == "rest":
         replier = RestReplier(services.pipeline, make_twilio_client(settings), settings, words, services.users.window,
-                              services.users.outbox)
+                              services.users.outbox, services.activity)
         app.extensions["bot.replier"] = replier
         atexit.register(replier.close)  # a graceful stop finishes the replies it started
     if settings.TRUST_FORWARDED_HEADERS:
@@ -59,7 +59,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_knowledge.bp)
     # A person's replies during a handover go out through it (None without TWILIO_ACCOUNT_SID).
-    app.extensions["bot.sender"] = make_message_sender(settings, services.users.window, services.users.outbox)
+    app.extensions["bot.sender"] = make_message_sender(settings, services.users.window, services.users.outbox,
+                                                          services.activity)
     init_console(app, services, settings)
     structlog.get_logger(__name__).info(
         "app.started",

@@ -51,7 +51,7 @@ def deferred_replies() -> DeferredReplies:
     s = services()
     assert s.deferred is not None and s.deferred_pipeline is not None
     client = make_twilio_client(s.settings)
-    return DeferredReplies(s.deferred_pipeline, s.deferred, MessageSender(client, s.settings, s.users.window, s.users.outbox),
+    return DeferredReplies(s.deferred_pipeline, s.deferred, MessageSender(client, s.settings, s.users.window, s.users.outbox, s.activity),
                            TypingIndicator(client, s.settings.TYPING_MAX_S),
                            BotWords(s.prompts.replies, s.settings.BOT_LANGUAGE))
 

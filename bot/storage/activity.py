@@ -25,6 +25,11 @@ def answered_key(ts: float) -> str:
     return f"{ACTIVITY_PREFIX}answered:{datetime.fromtimestamp(ts, timezone.utc):%Y%m%d%H}"
 
 
+def failed_key(ts: float) -> str:
+    """Return the hash of the hour (UTC) counting failed deliveries by Twilio's error code."""
+    return f"{ACTIVITY_PREFIX}failed:{datetime.fromtimestamp(ts, timezone.utc):%Y%m%d%H}"
+
+
 def usage_key(day: date) -> str:
     """Return the usage hash of this day (a date, or a datetime taken as its UTC day)."""
     if isinstance(day, datetime):
@@ -57,6 +62,34 @@ class ActivityStore:
                 pipe.execute()
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
+
+    def delivery_failed(self, now: float, code: str) -> None:
+        """Count one message that did not arrive, by Twilio's error code (docs/window.md)."""
+        key = failed_key(now)
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hincrby(key, code or "none", 1)
+                pipe.expire(key, self.ttl_seconds)
+                pipe.execute()
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+
+    def deliveries_failed(self, hours: int, now: float) -> dict[str, int]:
+        """Return the failed deliveries of the last `hours` hours, by error code."""
+        current = now - now % HOUR_S
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for i in range(hours):
+                    pipe.hgetall(failed_key(current - HOUR_S * i))
+                hourly = pipe.execute()
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        totals: dict[str, int] = {}
+        for counts in hourly:
+            for code, n in counts.items():
+                code = code.decode() if isinstance(code, bytes) else str(code)
+                totals[code] = totals.get(code, 0) + as_int(n, "activity.failed")
+        return totals
 
     def answered(self, hours: int, now: float) -> list[tuple[float, int]]:
         """Return (hour start, messages answered) for the last `hours` hours, oldest first,

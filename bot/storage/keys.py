@@ -76,8 +76,9 @@ ORG_FACTS_KEY = "org_facts"
 OPERATORS_KEY = "console_operators"
 #: Failed console sign-ins per operator name and client address (string counter; TTL rule "signin").
 SIGNIN_PREFIX = "console_signin:"
-#: Messages answered per hour, `activity:answered:<YYYYMMDDHH>` (string counter), and model usage
-#: per day, `activity:usage:<YYYYMMDD>` (hash, the fields of user_usage); TTL rule "activity".
+#: Messages answered per hour, `activity:answered:<YYYYMMDDHH>` (string counter), model usage
+#: per day, `activity:usage:<YYYYMMDD>` (hash, the fields of user_usage), and failed deliveries
+#: per hour, `activity:failed:<YYYYMMDDHH>` (hash, Twilio's error code -> count); TTL rule "activity".
 ACTIVITY_PREFIX = "activity:"
 
 #: Users by last activity (bot/storage/user_index.py): sorted set, member the user's +E164,

@@ -27,6 +27,7 @@ from bot.conversation.messages import InboundMessage
 from bot.conversation.pipeline import Pipeline
 from bot.conversation.replies import BotWords
 from bot.observability.metrics import REPLY_SECONDS
+from bot.storage.activity import ActivityStore
 from bot.storage.outbox import OutboxStore
 from bot.storage.window import WindowStore
 
@@ -42,11 +43,12 @@ class RestReplier:
     """Runs the pipeline off the request thread and sends its reply through the Messages API."""
 
     def __init__(self, pipeline: Pipeline, client: Client, settings: Settings, words: BotWords,
-                 window: WindowStore | None = None, outbox: OutboxStore | None = None) -> None:
+                 window: WindowStore | None = None, outbox: OutboxStore | None = None,
+                 activity: ActivityStore | None = None) -> None:
         self.pipeline = pipeline
         self.words = words
         self.client = client
-        self.sender = MessageSender(client, settings, window, outbox)  # the same path as a person's replies
+        self.sender = MessageSender(client, settings, window, outbox, activity)  # the same path as a person's replies
         self.status_callback = self.sender.status_callback
         if not self.status_callback:
             log.warning("reply.no_status_callback", detail="set PUBLIC_BASE_URL to learn of failed deliveries")

@@ -22,6 +22,7 @@ from bot.channels.twilio.outbound import split_message
 from bot.config import Settings
 from bot.exceptions import StoreUnavailable
 from bot.observability.metrics import HELD_MESSAGES, OUTBOUND_FAILED, REST_SENDS
+from bot.storage.activity import ActivityStore
 from bot.storage.outbox import OutboxStore
 from bot.storage.window import WindowStore
 
@@ -64,12 +65,13 @@ class MessageSender:
     """Send one WhatsApp message through the Messages API, inside the user's window."""
 
     def __init__(self, client: Client, settings: Settings, window: WindowStore | None = None,
-                 outbox: OutboxStore | None = None) -> None:
+                 outbox: OutboxStore | None = None, activity: ActivityStore | None = None) -> None:
         self.client = client
         base = settings.PUBLIC_BASE_URL
         self.status_callback = f"{base}{STATUS_PATH}" if base else None
         self.window = window  # None: every message goes as it is (a process without Redis)
         self.outbox = outbox  # None: failures are only logged and counted
+        self.activity = activity  # the console's overview counts failed deliveries
         self.reopen_sid = settings.TEMPLATE_REOPEN_SID
 
     def create(self, user: str, from_: str, body: str, content_sid: str | None = None) -> object:
@@ -134,6 +136,8 @@ class MessageSender:
         if self.outbox is None:
             return
         try:
+            if self.activity is not None:
+                self.activity.delivery_failed(time.time(), code)
             sent = self.outbox.failed(user, sid, code, kind)
             if code == WINDOW_CLOSED and self.window is not None:
                 self.window.closed(user)
@@ -221,12 +225,12 @@ class MessageSender:
         return sid or None, None
 
 
-def make_message_sender(settings: Settings, window: WindowStore | None = None,
-                        outbox: OutboxStore | None = None) -> MessageSender | None:
+def make_message_sender(settings: Settings, window: WindowStore | None = None, outbox: OutboxStore | None = None,
+                        activity: ActivityStore | None = None) -> MessageSender | None:
     """Build the sender of a person's replies (and of held messages), or None without
     TWILIO_ACCOUNT_SID (nothing can be sent by API then)."""
     if not settings.TWILIO_ACCOUNT_SID:
         return None
     if not settings.PUBLIC_BASE_URL:
         log.warning("message.no_status_callback", detail="set PUBLIC_BASE_URL to learn of failed deliveries")
-    return MessageSender(make_twilio_client(settings), settings, window, outbox)
+    return MessageSender(make_twilio_client(settings), settings, window, outbox, activity)

@@ -10,6 +10,7 @@ from flask import Blueprint, render_template
 from flask.typing import ResponseReturnValue
 
 from bot.ops.console.auth import login_required
+from bot.ops.console.handover import reason
 from bot.ops.console.helpers import services
 from bot.ops.console.stats import hourly_chart, size
 from bot.storage.server import redis_memory
@@ -41,6 +42,8 @@ def index() -> ResponseReturnValue:
         memory=memory,
         size=size,
         chart=hourly_chart(answered),
+        failed=sorted(s.activity.deliveries_failed(CHART_HOURS, now).items(), key=lambda kv: -kv[1]),
+        reason=lambda code: reason("failed", code),
     )
 
 

@@ -111,6 +111,7 @@ def test_a_63016_from_twilio_holds_the_text_for_the_users_next_message(app, twil
     assert report["delivery_failures"][0]["code"] == "63016" and report["delivery_failures"][0]["kind"] == "person"
     assert [h["kind"] for h in report["held"]] == ["person"]
     assert to_user(twilio)[-1].get("ContentSid") == REOPEN
+    assert app.extensions["bot.services"].activity.deliveries_failed(24, time.time()) == {"63016": 1}  # the overview
     write(app, "hello?")
     assert to_user(twilio)[-1].get("Body") == "Yes: pick it up after 5 pm."  # the very text, once the user wrote
 

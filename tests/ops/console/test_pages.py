@@ -168,3 +168,19 @@ def test_the_user_page_shows_a_deferred_message_being_answered(console_app, cons
     services.deferred.push(USER, "MM" + "1" * 32, {"user": USER, "body": "", "kind": "voice", "at": time.time() - 3})
     text = page(console, f"/console/users/{USER}")
     assert "voice note being answered" in text and 'title="MM' in text
+
+
+def test_overview_flags_the_deliveries_that_failed_with_their_reasons(make_settings, redis_client, model) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    app = create_app(make_settings(ADMIN_TOKEN=TOKEN, CONSOLE_SECRET=SECRET))
+    activity = app.extensions["bot.services"].activity
+    for code in ("63016", "63016", "21610"):
+        activity.delivery_failed(time.time(), code)
+    activity.delivery_failed(time.time() - 2 * 86_400, "63003")  # two days ago: not counted
+    client = app.test_client()
+    sign_in(client)
+    text = page(client, "/console/")
+    assert '<p class="big bad">3</p>' in text
+    assert "outside WhatsApp&#39;s 24-hour window" in text and "the user unsubscribed (replied STOP)" in text
+    assert "could not find the user" not in text
