@@ -20,7 +20,7 @@ from bot.config import Settings, load_settings
 from bot.conversation.replies import BotWords
 from bot.exceptions import ConfigError, StoreUnavailable
 from bot.observability.logs import configure_logging
-from bot.ops import admin, admin_knowledge, health
+from bot.ops import admin, admin_knowledge, admin_reminders, health
 from bot.ops.console import init_console
 from bot.services import Services, build_services
 from bot.users.memory import OperationError, load_org_file
@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.register_blueprint(health.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_knowledge.bp)
+    app.register_blueprint(admin_reminders.bp)
     # A person's replies during a handover go out through it (None without TWILIO_ACCOUNT_SID).
     app.extensions["bot.sender"] = make_message_sender(settings, services.users.window, services.users.outbox,
                                                           services.activity)

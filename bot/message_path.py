@@ -42,6 +42,7 @@ from bot.llm.prompts import Prompt
 from bot.llm.tokens import TokenCounter
 from bot.llm.transcription import Transcriber, make_transcription_client
 from bot.memory.matching import EntityMatcher
+from bot.reminders.book import ReminderBook
 from bot.storage.actions import ActionStore
 from bot.storage.activity import ActivityStore
 from bot.storage.limits import RateCounter
@@ -70,6 +71,7 @@ def build_steps(
     preload_language: bool = True,
     tools: ToolUse | None = None,
     actions: ActionStore | None = None,
+    reminders: ReminderBook | None = None,
 ) -> dict[str, Step | None]:
     """Return each step of the message path, by name, with its collaborators and its own
     settings; bot/conversation/pipeline.py puts them in order.
@@ -90,14 +92,14 @@ def build_steps(
         "language": LanguageStep(words, settings.BOT_LANGUAGE, preload=preload_language),
         "command": CommandStep(users, with_memory, words, erase_confirm_s=settings.ERASE_CONFIRM_S,
                                reset_phrases=settings.RESET_PHRASES, topic_phrases=settings.TOPIC_SHIFT_PHRASES,
-                               operators=settings.operators),
+                               operators=settings.operators, reminders=reminders if settings.REMINDERS else None),
         "rate-limit": RateLimitStep(RateCounter(users.redis), settings.RATE_LIMIT_PER_MINUTE, words),
         "media": MediaStep(settings.slice(MediaSettings), media_source, transcriber, facts, counter, words,
                            redis_worst_s=worst, image_room=settings.MAX_PROMPT_TOKENS - PROMPT_FRAME_TOKENS
                            - settings.MEMORY_MAX_TOKENS, placeholders=settings.MEDIA_PLACEHOLDERS),
         "handover": HandoverStep(users, users.handover, words, settings.HANDOVER_NOTICE) if users.handover else None,
         "confirm": ConfirmStep(actions, tools.book, tools.caller, words, worst)
-        if tools is not None and actions is not None else None,
+        if tools is not None and tools.book is not None and actions is not None else None,
         "entities": EntityMatchStep(matcher if with_memory else None),
         "task": TaskStep(llm, task_prompt, on=settings.TASK_EXTRACTION == "on", model=settings.task_model,
                          deadline_s=settings.TASK_DEADLINE_S, check_entities=settings.ENTITY_TASK_CHECK,

@@ -47,6 +47,9 @@ from bot.storage.usage import UsageStore
 from bot.storage.user_index import UserIndex
 from bot.storage.outbox import OutboxStore
 from bot.storage.window import WindowStore
+from bot.storage.reminders import ReminderStore
+from bot.jobs.reminders import ReminderJobs
+from bot.reminders.book import ReminderBook
 from bot.users.data import UserData
 
 if TYPE_CHECKING:
@@ -104,6 +107,7 @@ class Services:
     sites: Sites | None = None  # the business's websites as sources (web, CLI and workers: the sync job)
     retriever: Retriever | None = None  # searches them (the message path, previews)
     tools: Any = None  # the business's tools (bot/conversation/tool_use.py ToolUse), where messages are answered
+    reminders: ReminderBook | None = None  # the users' reminders (docs/reminders.md)
 
 
 def check_frame(system_prompt: Prompt, counter: TokenCounter, knowledge: Prompt | None = None,
@@ -233,8 +237,10 @@ def build_services(
     actions = ActionStore(client, confirm_ttl_s=settings.TOOLS_CONFIRM_TTL_S, log_ttl_s=ttls.context)
     window = WindowStore(client, settings.WHATSAPP_WINDOW_S, held_ttl_s=ttls.context)
     outbox = OutboxStore(client, outbox_ttl_s=settings.WHATSAPP_WINDOW_S, failed_ttl_s=ttls.context)
+    reminders = ReminderStore(client, keep_s=settings.REMINDERS_KEEP_DAYS * 86400,
+                              max_per_user=settings.REMINDERS_MAX_PER_USER)
     users = UserData(client, store, facts, meta, jobs, entities, usage, handover, deferred, index, actions, window,
-                     outbox)
+                     outbox, reminders)
     knowledge = KnowledgeStore(client)
     answers = role == "web" or (role == "worker" and settings.deferred_on)  # runs the message path
     retriever = Retriever(knowledge, counter, settings, embedder, gate_embedder) if answers or role == "cli" else None
@@ -242,6 +248,8 @@ def build_services(
                         handover, activity, knowledge, embedder, gate_embedder, deferred, retriever=retriever,
                         library=Library(knowledge, counter, settings, embedder, gate_embedder))
     assert services.library is not None
+    services.reminders = ReminderBook(reminders, facts, window, ReminderJobs(jobs),
+                                      template_sid=settings.TEMPLATE_REMINDER_SID)
     services.sites = Sites(SiteStore(client), services.library, settings)
     if answers:
         if role == "web":
@@ -252,24 +260,32 @@ def build_services(
     return services
 
 
-def tool_use(settings: Settings, counter: TokenCounter) -> Any:
-    """Return the business's tools for the reply model (docs/tools.md), or None when
-    TOOLS_OPENAPI is unset; raise ToolsConfigError when its document is not usable."""
+def tool_use(settings: Settings, counter: TokenCounter, reminders: ReminderBook | None = None) -> Any:
+    """Return the reply model's tools: the business's (docs/tools.md) and, with REMINDERS on,
+    the reminders' (docs/reminders.md); None when there are neither. Raise ToolsConfigError
+    when TOOLS_OPENAPI's document is not usable."""
     from bot.tools import load_tool_book
 
     book = load_tool_book(settings)
-    if book is None:
+    builtins = None
+    if settings.REMINDERS and reminders is not None:
+        from bot.reminders.tools import ReminderTools
+
+        builtins = ReminderTools(reminders)
+    if book is None and builtins is None:
         return None
     from bot.conversation.tool_use import ToolUse
     from bot.tools.caller import ToolCaller
 
-    caller = ToolCaller(book, timeout_s=settings.TOOLS_TIMEOUT_S, max_bytes=settings.TOOLS_MAX_RESPONSE_BYTES,
-                        auth_header=settings.TOOLS_AUTH_HEADER)
-    log.info("tools.loaded", tools=len(book.tools), writes=sum(1 for t in book.tools.values() if t.write),
-             skipped=len(book.skipped))
+    caller = None
+    if book is not None:
+        caller = ToolCaller(book, timeout_s=settings.TOOLS_TIMEOUT_S, max_bytes=settings.TOOLS_MAX_RESPONSE_BYTES,
+                            auth_header=settings.TOOLS_AUTH_HEADER)
+        log.info("tools.loaded", tools=len(book.tools), writes=sum(1 for t in book.tools.values() if t.write),
+                 skipped=len(book.skipped))
     return ToolUse(book, caller, counter, max_rounds=settings.TOOLS_MAX_ROUNDS,
                    result_tokens=settings.TOOLS_RESULT_MAX_TOKENS, breaker_failures=settings.TOOLS_BREAKER_FAILURES,
-                   breaker_pause_s=settings.TOOLS_BREAKER_PAUSE_S)
+                   breaker_pause_s=settings.TOOLS_BREAKER_PAUSE_S, builtins=builtins)
 
 
 def message_path(s: Services, media_source: MediaSource | None, full: bool, deadline_s: float,
@@ -287,11 +303,11 @@ def message_path(s: Services, media_source: MediaSource | None, full: bool, dead
     transcriber = make_transcriber(settings) if settings.VOICE and media_source is not None else None
     if media_source is not None:
         warn_media_room(settings)
-    s.tools = tool_use(settings, s.counter)
+    s.tools = tool_use(settings, s.counter, s.reminders)
     steps = build_steps(settings, s.users, s.llm, s.counter, s.prompts.reply, with_memory=not full, matcher=matcher,
                         task_prompt=s.prompts.task, media_source=media_source, transcriber=transcriber,
                         activity=s.activity, retriever=s.retriever, knowledge_rules=s.prompts.knowledge,
                         embedder=s.embedder, gate_embedder=s.gate_embedder, catalog=s.prompts.replies,
                         preload_language=preload_language, tools=s.tools,
-                        actions=s.users.actions)
+                        actions=s.users.actions, reminders=s.reminders)
     return Pipeline(steps, s.store, deadline_s=deadline_s)

@@ -217,6 +217,9 @@ def make_settings(
             # Deferred replies have their own tests (tests/channels/twilio/test_deferred.py); elsewhere
             # media stay on the webhook's clock, the path of a bot without the Messages API.
             "DEFERRED_REPLIES": False,
+            # Reminders have their own tests (tests/reminders/); elsewhere a reply is one plain
+            # model call, as without the business's tools (their four tools and the time line).
+            "REMINDERS": False,
             # ...and where a test turns them on, typing indicators never leave the machine.
             "TWILIO_MESSAGING_BASE_URL": "http://127.0.0.1:9",
             "LOG_LEVEL": "DEBUG",
@@ -327,6 +330,7 @@ def give_workers(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
             _GIVEN.add(name)
     workers.jobs.services.cache_clear()
     workers.jobs.deferred_replies.cache_clear()
+    workers.jobs.message_sender.cache_clear()
 
 
 @pytest.fixture
@@ -338,6 +342,7 @@ def worker_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     yield settings
     workers.jobs.services.cache_clear()
     workers.jobs.deferred_replies.cache_clear()
+    workers.jobs.message_sender.cache_clear()
 
 
 @pytest.fixture

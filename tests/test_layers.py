@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[tuple[str, ...]] = [
     ("bot.config", "bot.exceptions", "bot.observability"),
     ("bot.storage", "bot.llm", "bot.jobs"),
-    ("bot.memory", "bot.media", "bot.knowledge", "bot.tools"),
+    ("bot.memory", "bot.media", "bot.knowledge", "bot.tools", "bot.reminders"),
     ("bot.users",),
     ("bot.conversation",),
     ("bot.services", "bot.message_path"),

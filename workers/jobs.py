@@ -14,12 +14,14 @@ from rq import get_current_job
 
 from bot.app import make_media_fetcher
 from bot.channels.twilio.deferred import DeferredReplies
-from bot.channels.twilio.sender import MessageSender, make_twilio_client
+from bot.channels.twilio.sender import MessageSender, make_message_sender, make_twilio_client
 from bot.channels.twilio.typing import TypingIndicator
 from bot.config import load_settings
 from bot.conversation.replies import BotWords
 from bot.exceptions import LLMUnavailable
-from bot.jobs.queue import DEFERRED_REPLY
+from bot.jobs.queue import DEFERRED_REPLY, REMINDER
+from bot.jobs.reminders import ReminderJobs
+from bot.reminders.delivery import deliver
 from bot.jobs.handoff import follow_up, hand_off, hurry, start
 from bot.conversation.summary import WAITING_FOR_EXTRACTION, Summarizer, summarize_conversation
 from bot.conversation.summary import summarize_when_idle as fold_when_idle
@@ -33,6 +35,10 @@ from bot.storage.records import as_int
 from bot.storage.triggers import ENTITIES, EXTRACTION, IDLE_SUMMARY, SUMMARY
 
 log = structlog.get_logger(__name__)
+
+#: A reminder this late with no job waiting is queued by the workers' sweep (RQ's scheduler
+#: moves jobs every second; a late one means its job was lost).
+SWEEP_LATE_S = 5
 
 
 @lru_cache(maxsize=1)
@@ -308,3 +314,72 @@ def sync_sites(periodic: bool = False) -> dict[str, Any]:
     finally:  # a no-op while one is scheduled, or with KB_SYNC_INTERVAL=0
         schedule_sync(s.jobs.connection, s.sites.store, s.settings.KB_SYNC_INTERVAL)
     return {"sites": len(reports), "failed": sum(r.failed for r in reports)}
+
+
+@lru_cache(maxsize=1)
+def message_sender() -> MessageSender | None:
+    """Return this process's one outbound path for messages the business starts (reminders),
+    or None without TWILIO_ACCOUNT_SID."""
+    s = services()
+    return make_message_sender(s.settings, s.users.window, s.users.outbox, s.activity)
+
+
+def send_reminder(user: str, rid: str) -> dict[str, Any]:
+    """Send one reminder at its time (docs/reminders.md)."""
+    _bind("reminder", user)
+    s = services()
+    store = s.users.reminders
+    assert store is not None
+    sender = message_sender()
+    if sender is None:  # nothing can be sent by API; said once, kept as why
+        taken = store.take(user, rid)
+        if taken is not None:
+            store.settle(user, rid, "undeliverable", why="no_twilio_account")
+        log.warning("reminder.not_sent", reminder=rid, reason="no TWILIO_ACCOUNT_SID")
+        return {"outcome": "undeliverable"}
+    outcome = deliver(user, rid, store, sender, s.users.outbox, template_sid=s.settings.TEMPLATE_REMINDER_SID,
+                      default_from=s.store.load(user).reply_from)
+    if outcome == "early":  # moved later meanwhile (or the sweep was ahead of it): wait again
+        reminder = store.get(user, rid)
+        if reminder is not None:
+            ReminderJobs(s.jobs).schedule(user, rid, reminder.due)
+    _observe_lag(REMINDER)
+    return {"outcome": outcome}
+
+
+def reminder_failed(job: Any, connection: Any, exc_type: Any, exc: Any, tb: Any) -> None:
+    """Log a failed attempt (the network, Redis); after the last retry the reminder is marked
+    failed, so the user's list and the console say so."""
+    user, rid, final = _failed("reminder", job, exc_type, exc)
+    store = services().users.reminders
+    if final and user and store is not None:
+        if store.take(user, rid) is not None:
+            store.settle(user, rid, "failed", why=exc_type.__name__)
+
+
+def sweep_reminders(now: float | None = None) -> int:
+    """Queue every reminder overdue by SWEEP_LATE_S whose job is gone (a queue's Redis that
+    restarted empty, a scheduler that died holding its lock); return how many. The reminder's
+    own take keeps a second job from sending it twice."""
+    s = services()
+    store = s.users.reminders
+    if store is None or not s.settings.REMINDERS:
+        return 0
+    now = time.time() if now is None else now
+    jobs = ReminderJobs(s.jobs)
+    queued = 0
+    for user, rid, _due in store.due(now - SWEEP_LATE_S):
+        reminder = store.get(user, rid)
+        if reminder is None or not reminder.waiting:
+            store.forget(user, [rid])  # erased or done: the index keeps nothing stale
+            continue
+        if reminder.status != "pending" and reminder.lease >= now:
+            continue  # a job has it; if that job died, its lease runs out and the next sweep looks again
+        status = jobs.status(user, rid)
+        if status is None:
+            jobs.schedule(user, rid, 0)  # now
+        elif status != "scheduled" or not jobs.hurry(user, rid):
+            continue  # queued or running: the workers have it
+        queued += 1
+        log.warning("reminder.requeued", reminder=rid, late_s=round(now - reminder.due, 1), job=status or "lost")
+    return queued

@@ -54,7 +54,8 @@ class BotWorker(Worker):
     def run_maintenance_tasks(self) -> None:
         """Redo the jobs of dead workers now; RQ's maintenance; then, while jobs wait out a
         retry after a model outage, a one-token probe of the model: if it answers, those jobs
-        run now (docs/conversation.md)."""
+        run now (docs/conversation.md); then queue any overdue reminder whose job was lost
+        (docs/reminders.md)."""
         for queue in self.queues:
             try:
                 redo_abandoned(queue)
@@ -65,6 +66,10 @@ class BotWorker(Worker):
             jobs.probe_model()
         except Exception as err:  # never the worker's death: the backoff still runs its course
             self.log.warning("model probe failed to run: %s", err)
+        try:
+            jobs.sweep_reminders()
+        except Exception as err:  # the scheduled jobs still run; the next maintenance looks again
+            self.log.warning("reminder sweep failed to run: %s", err)
 
     def kill_horse(self, *args: Any, **kwargs: Any) -> None:
         """Kill the work horse as RQ does, remembering that its death is ours (a job past its

@@ -18,6 +18,7 @@ from bot.config.entities import EntitySettings
 from bot.config.knowledge import KnowledgeSettings
 from bot.config.tools import ToolsSettings
 from bot.config.window import WindowSettings
+from bot.config.reminders import ReminderSettings
 from bot.config.media import MediaSettings
 from bot.config.summaries import SummarySettings
 from bot.config.tasks import TaskSettings
@@ -53,7 +54,8 @@ DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 
 class Settings(BaseSettings, SummarySettings, EntitySettings, TaskSettings, MediaSettings, DeferredSettings,
-               ConsoleSettings, KnowledgeSettings, EmbeddingSettings, ToolsSettings, WindowSettings):
+               ConsoleSettings, KnowledgeSettings, EmbeddingSettings, ToolsSettings, WindowSettings,
+               ReminderSettings):
     """Every setting the bot reads; names are the environment variables."""
 
     # The environment wins, then .env (the operator's file), then .run/dev.env (where the

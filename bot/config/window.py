@@ -13,3 +13,7 @@ class WindowSettings(BaseModel):
     # The approved template (a Twilio Content SID, HX…) sent when a message is held outside the
     # window: "we have an answer for you, reply to see it". Unset: the message waits, silently.
     TEMPLATE_REOPEN_SID: str | None = Field(default=None, pattern=r"^HX[0-9a-fA-F]{32}$")
+    # The approved template a reminder goes through outside the window, its text as variable
+    # {{1}} (docs/reminders.md). Unset: a reminder due outside the window cannot be delivered,
+    # and the user is told so when they set it.
+    TEMPLATE_REMINDER_SID: str | None = Field(default=None, pattern=r"^HX[0-9a-fA-F]{32}$")

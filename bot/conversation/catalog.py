@@ -53,9 +53,10 @@ class Catalog:
 
     def language_of(self, normalized: str) -> str | None:
         """Return the one language whose command phrases or telling words are this whole
-        message; None when none, or more than one, has it ("por favor"), and for a slash
-        command ("/reset": every language's)."""
-        if normalized.startswith("/"):
+        message; None when none, or more than one, has it ("por favor"). A slash command in
+        English is every language's ("/reset", "/reminders"); one in another language tells
+        it ("/lembretes", "/recordatorios")."""
+        if normalized.startswith("/") and any(normalized in p for p in self.phrases[LANGUAGES[0]].values()):
             return None
         found = {language for language in LANGUAGES
                  if normalized in self.telling[language]

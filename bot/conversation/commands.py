@@ -16,13 +16,14 @@ from bot.conversation.catalog import Catalog, normalize
 _OPERATOR_RESET = re.compile(rf"^#reset\s+(?:whatsapp:)?({E164_PATTERN})$")
 
 #: The commands a user's own phrases ask for, in the order they are looked for.
-USER_COMMANDS = ("erase", "opt_out", "opt_in", "messages_off", "messages_on", "task_off", "task_on", "help")
+USER_COMMANDS = ("erase", "opt_out", "opt_in", "messages_off", "messages_on", "task_off", "task_on", "help",
+                 "reminders")
 
 
 @dataclass(frozen=True)
 class Command:
     """A recognised command: reset, topic_shift, opt_out, opt_in, messages_off, messages_on,
-    erase, erase_confirm, task_off, task_on, help, or operator_reset of target."""
+    erase, erase_confirm, task_off, task_on, help, reminders, or operator_reset of target."""
 
     kind: str
     target: str | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -19,6 +19,9 @@ from bot.observability.metrics import TOOL_CALLS, TOOL_SECONDS
 from bot.tools.actions import action_id, describe, shown_arguments
 from bot.tools.caller import ToolCaller, ToolResult
 from bot.tools.openapi import ToolBook, ToolSpec
+
+if TYPE_CHECKING:
+    from bot.reminders.tools import ReminderTools
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +50,7 @@ class ToolTurn:
     rounds: list[Completion] = field(default_factory=list)  # every model call, the first one first
     result_tokens: int = 0  # of the API's answers given to the model so far (one budget per message)
     offered: frozenset[str] = frozenset()  # the tools their breakers let this message call
+    outside_answered: bool = False  # a business tool answered: no built-in write after it
 
 
 def _arguments(call: ToolCall) -> dict[str, Any] | None:
@@ -67,12 +71,16 @@ def _answer(rounds: list[Completion]) -> Completion:
 
 
 class ToolUse:
-    """The business's tools for the reply model, with one breaker per tool (this process's)."""
+    """The business's tools for the reply model, with one breaker per tool (this process's),
+    and the built-in ones (the reminders: bot/reminders/tools.py), in one loop."""
 
-    def __init__(self, book: ToolBook, caller: ToolCaller, counter: TokenCounter, *, max_rounds: int,
-                 result_tokens: int, breaker_failures: int, breaker_pause_s: float) -> None:
-        self.book = book
+    def __init__(self, book: ToolBook | None, caller: ToolCaller | None, counter: TokenCounter, *, max_rounds: int,
+                 result_tokens: int, breaker_failures: int, breaker_pause_s: float,
+                 builtins: ReminderTools | None = None) -> None:
+        self.book = book  # None: only the built-in tools
+        self.specs: dict[str, ToolSpec] = dict(book.tools) if book is not None else {}
         self.caller = caller
+        self.builtins = builtins
         self.counter = counter
         self.max_rounds = max_rounds  # TOOLS_MAX_ROUNDS
         self.result_tokens = result_tokens  # TOOLS_RESULT_MAX_TOKENS
@@ -80,17 +88,21 @@ class ToolUse:
         # per process and thread-safe, which is all one tool needs (docs/tools.md).
         self.breakers = {name: Breaker(breaker_failures, breaker_pause_s, event="tools.paused", tool=name,
                                        detail="the model is told the tool is unavailable until it answers again")
-                         for name in book.tools}
+                         for name in self.specs}
 
     def run(self, ask: Ask, messages: list[dict[str, Any]], *, user: str, sid: str,
-            remaining: Callable[[], float]) -> ToolTurn:
+            remaining: Callable[[], float], from_: str = "") -> ToolTurn:
         """Answer with the tools: at most max_rounds model calls; the last offers none."""
         messages = list(messages)
-        open_tools = [spec for name, spec in self.book.tools.items() if self.breakers[name].allow()]
-        left_out = sorted(set(self.book.tools) - {spec.name for spec in open_tools})
+        open_tools = [spec for name, spec in self.specs.items() if self.breakers[name].allow()]
+        left_out = sorted(set(self.specs) - {spec.name for spec in open_tools})
         if left_out:
             messages.append({"role": "system", "content": UNAVAILABLE_NOTE.format(names=", ".join(left_out))})
         definitions = [spec.for_model() for spec in open_tools]
+        if self.builtins is not None:  # before the user's message: what comes before it stays a cacheable prefix
+            at = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=len(messages))
+            messages.insert(at, {"role": "system", "content": self.builtins.now_line(user)})
+            definitions += self.builtins.definitions()
         turn = ToolTurn(completion=None, offered=frozenset(spec.name for spec in open_tools))
         for round_no in range(1, self.max_rounds + 1):
             last = round_no == self.max_rounds or not definitions
@@ -103,7 +115,7 @@ class ToolUse:
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in completion.tool_calls]})
             for call in completion.tool_calls:
-                answer = self._one(call, turn, user=user, sid=sid, remaining=remaining)
+                answer = self._one(call, turn, user=user, sid=sid, remaining=remaining, from_=from_)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
             if turn.proposal is not None:
                 return turn  # the reply is the proposal; nothing more is asked of the model
@@ -111,9 +123,12 @@ class ToolUse:
                 return turn
         return turn
 
-    def _one(self, call: ToolCall, turn: ToolTurn, *, user: str, sid: str, remaining: Callable[[], float]) -> str:
+    def _one(self, call: ToolCall, turn: ToolTurn, *, user: str, sid: str, remaining: Callable[[], float],
+             from_: str = "") -> str:
         """Run, propose or refuse one call; return what the model is told."""
-        spec = self.book.tools.get(call.name)
+        if self.builtins is not None and call.name in self.builtins.names:
+            return self._builtin(call, turn, user=user, sid=sid, from_=from_)
+        spec = self.specs.get(call.name)
         arguments = _arguments(call)
         if spec is None or arguments is None:
             outcome = "unknown_tool" if spec is None else "bad_arguments"
@@ -128,6 +143,8 @@ class ToolUse:
         if room < 0.5:
             return self._fence({"error": "no time left to call this tool now"})
         key = action_id(user, sid, spec.name, shown_arguments(spec, arguments)) if spec.write else None
+        assert self.caller is not None
+        turn.outside_answered = True
         result = self.caller.call(spec, arguments, user, idempotency_key=key, timeout_s=min(room, self.caller.timeout_s))
         self.breakers[spec.name].record(self._healthy(result))
         self._count(spec.name, result.outcome, write=spec.write, seconds=result.duration_s)
@@ -137,6 +154,23 @@ class ToolUse:
                            **({"write": True, "action": key} if spec.write else {})})
         return self._fence({"outcome": result.outcome, "status": result.status, "data": result.data,
                             **({"detail": result.detail} if result.detail else {})}, turn)
+
+    def _builtin(self, call: ToolCall, turn: ToolTurn, *, user: str, sid: str, from_: str) -> str:
+        """Run one built-in tool (a reminder's); a change is refused after a business tool
+        answered in this message: only the user's own words set or cancel a reminder."""
+        assert self.builtins is not None
+        arguments = _arguments(call)
+        if arguments is None:
+            result: dict[str, Any] = {"error": "bad arguments"}
+        elif call.name in self.builtins.writes and turn.outside_answered:
+            result = {"error": "not after another system's answer: ask the user to say it again"}
+        else:
+            result = self.builtins.call(call.name, arguments, user=user, from_=from_, sid=sid)
+        outcome = "ok" if "error" not in result else str(result["error"])[:32]
+        self._count(call.name, outcome, write=call.name in self.builtins.writes, seconds=0.0)
+        turn.calls.append({"tool": call.name, "outcome": outcome, "at": round(time.time()),
+                           "arguments": arguments or {}, **({"write": True} if call.name in self.builtins.writes else {})})
+        return self._fence(result, turn)
 
     def _propose(self, spec: ToolSpec, arguments: dict[str, Any], turn: ToolTurn, *, user: str, sid: str) -> str:
         """Make the write a proposal (the first one only): nothing is sent to the API."""

@@ -46,6 +46,7 @@ from bot.dev.standin_facts import extract_request_facts
 from bot.dev.standin_given import given, summary_reply
 from bot.dev.standin_images import InvalidImage, SeenImage, message_images, text_parts
 from bot.dev.standin_tasks import TASK_SCHEMA_NAME, extract_request_task
+from bot.dev.standin_reminders import reminder_answer
 from bot.dev.standin_tools import call as tool_call, tool_answer
 from bot.dev.standin_knowledge import EmbeddingRequests, reference_reply
 from bot.dev.standin_site import send_site
@@ -209,8 +210,12 @@ class StandinModel:
         if step.status != 200:
             return step.status, self._scripted_error(step), delay
         content = step.content
-        calls, said = ([tool_call(name, args) for name, args in step.tool_calls], None) if step.tool_calls else \
-            tool_answer(body, last_user, date.today()) if content is None and not wants_json(body) else ([], None)
+        if step.tool_calls:
+            calls, said = [tool_call(name, args) for name, args in step.tool_calls], None
+        elif content is None and not wants_json(body):
+            calls, said = reminder_answer(body, last_user) or tool_answer(body, last_user, date.today())
+        else:
+            calls, said = [], None
         content = "" if calls else (f"{CANNED_NOTICE} {said}" if said else content)
         if content is None:
             last_images = next((seen for m, seen in zip(messages[::-1], images[::-1]) if m.get("role") == "user"), [])

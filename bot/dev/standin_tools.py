@@ -24,6 +24,8 @@ INTENTS = (
 #: Which offered tool serves an intent: the first whose name holds one of these.
 TOOL_WORDS = {"cancel": ("cancel",), "book": ("book", "create", "schedule"), "mine": ("my_", "mine"),
               "free": ("free", "slot", "availab")}
+#: The bot's own tools (bot/reminders/tools.py), never the business's.
+BUILT_IN = frozenset({"set_reminder", "list_reminders", "cancel_reminder", "set_time_zone"})
 _TIME = re.compile(r"\b(\d{1,2})(?:[:h](\d{2})|h|\s*(am|pm))\b")
 _DAY = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 
@@ -123,6 +125,7 @@ def tool_answer(body: dict[str, Any], last_user: str, today: date) -> tuple[list
     """Return (tool calls, text): the calls this request should make, or the text answer
     once the tools have answered (None: answer as without tools)."""
     offered = [t.get("function", {}).get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)]
+    offered = [name for name in offered if name not in BUILT_IN]  # the reminders': bot/dev/standin_reminders.py
     may_call = offered and body.get("tool_choice") != "none"
     messages = body.get("messages") or []
     results = _results(messages)

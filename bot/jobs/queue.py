@@ -31,6 +31,9 @@ REPLIES_QUEUE = "replies"
 #: The job kind that answers a user's deferred messages (not a trigger: its hold is
 #: bot/storage/deferred.py's).
 DEFERRED_REPLY = "deferred_reply"
+#: The job kind that sends one reminder at its time (docs/reminders.md); its token is the
+#: reminder's id.
+REMINDER = "reminder"
 
 #: One model request per job; a minute covers the slowest with its own timeout inside.
 JOB_TIMEOUT_S = 60
@@ -62,6 +65,7 @@ JOB_KINDS = {
     IDLE_SUMMARY: JobKind(SUMMARY_QUEUE, "workers.jobs.summarize_when_idle", "workers.jobs.idle_summary_failed", "idle"),
     ENTITIES: JobKind(FACTS_QUEUE, "workers.jobs.extract_user_entities", "workers.jobs.entities_failed", "entities"),
     DEFERRED_REPLY: JobKind(REPLIES_QUEUE, "workers.jobs.answer_deferred", "workers.jobs.deferred_failed", "reply"),
+    REMINDER: JobKind(REPLIES_QUEUE, "workers.jobs.send_reminder", "workers.jobs.reminder_failed", "remind"),
 }
 
 

@@ -128,6 +128,12 @@ OUTBOUND_FAILED = Counter(
     "the recipient; 21610: the user opted out), from the status callback or the API's answer.",
     ["code"],
 )
+REMINDERS_SENT = Counter(
+    "bot_reminders_total",
+    "Reminders that came due, by what came of them: sent, undeliverable (outside the window, no template), "
+    "not_sent (the user sent STOP), failed (Twilio refused it).",
+    ["outcome"],
+)
 HELD_MESSAGES = Counter(
     "bot_held_messages_total",
     "Messages held for a user outside WhatsApp's 24-hour window, by kind (reply, person), sent when they write again.",

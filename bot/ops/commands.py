@@ -13,7 +13,7 @@ import structlog
 
 from bot.observability.logs import mask_phone
 from bot.ops import (chat_command, entity_commands, handover_commands, kb_commands, operator_commands,
-                     optout_commands, task_commands, tool_commands)
+                     optout_commands, reminder_commands, task_commands, tool_commands)
 from bot.ops.chat_command import e164
 from bot.ops.dev_evals import run_dev_eval
 
@@ -328,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     kb_commands.add_parsers(sub, e164)
     tool_commands.add_parsers(sub, e164)
     optout_commands.add_parsers(sub, e164)
+    reminder_commands.add_parsers(sub, e164)
     return parser
 
 

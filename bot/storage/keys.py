@@ -50,9 +50,11 @@ HELD = KeySpec("chat_held:", "list", "messages for the user held until they writ
 OUTBOX = KeySpec("chat_outbox:", "hash", "messages sent by API lately, by Twilio's sid, until their delivery is known",
                  "window")
 FAILED = KeySpec("chat_failed:", "list", "deliveries that failed (Twilio's error code), newest first", "context")
+REMINDERS = KeySpec("chat_reminders:", "hash", "the user's reminders: id -> text, when, time zone, status (docs/reminders.md)",
+                    "reminders")
 #: Every per-user key, for inspection, export and erasure.
 USER_KEYS = (CONTEXT, PENDING, SEEN, FACTS, SESSION_FACTS, MEMORY, ENTITIES, USAGE, RATE, HANDOVER, HANDOVER_LOG,
-             VECTORS, DEFERRED, DEFERRED_RUN, ACTION, TOOL_LOG, WINDOW, HELD, OUTBOX, FAILED)
+             VECTORS, DEFERRED, DEFERRED_RUN, ACTION, TOOL_LOG, WINDOW, HELD, OUTBOX, FAILED, REMINDERS)
 
 #: TTL rules: each names the setting that sets it. Every per-user write refreshes the TTL
 #: of the keys it touches, so a user's data expires that long after their last message.
@@ -68,6 +70,7 @@ TTL_RULES = {
     "deferred": "DEFERRED_TURN_S",  # a runner's hold: two turns; the queue: ten, from the last change
     "action": "TOOLS_CONFIRM_TTL_S",  # from the proposal: an answer after it proposes nothing
     "window": "WHATSAPP_WINDOW_S",  # from the user's last message: WhatsApp's window closes with it
+    "reminders": "REMINDERS_KEEP_DAYS",  # past the last reminder's time: a sent one is kept that long
 }
 
 #: Shared facts an operator maintains (business hours…); one hash for the whole bot, no TTL.
@@ -87,6 +90,12 @@ ACTIVITY_PREFIX = "activity:"
 USER_INDEX_KEY = "user_index"
 #: Buckets of the users index on a Redis Cluster, so no one node holds every user.
 USER_INDEX_BUCKETS = 16
+
+#: Reminders by when they are due (bot/storage/reminders.py): sorted set, member
+#: "<+E164>|<reminder id>", score the Unix time it is due; one key, no TTL (a member leaves
+#: when its reminder is sent, cancelled or erased). The workers' sweep reads it for a
+#: reminder whose scheduled job was lost.
+REMINDERS_DUE_KEY = "reminders_due"
 
 #: The middle of an embedding model's space (bot/memory/vectors.py): "embedding_center:<model>"
 #: -> base64 float32, the mean of its vectors of bot/llm/anchors.py; no TTL, one per model.
@@ -136,6 +145,7 @@ WINDOW_PREFIX = WINDOW.prefix
 HELD_PREFIX = HELD.prefix
 OUTBOX_PREFIX = OUTBOX.prefix
 FAILED_PREFIX = FAILED.prefix
+REMINDERS_PREFIX = REMINDERS.prefix
 USER_KEY_PREFIXES = tuple(spec.prefix for spec in USER_KEYS)
 
 

@@ -81,3 +81,16 @@ class OutboxStore:
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
         return [entry for entry in (json_object(r) for r in raw) if entry is not None]
+
+    def sent_since(self, user: str, kind: str, text_: str, since: float) -> str | None:
+        """Return the sid of a message of this kind and text sent since then, if one was (a
+        job that died after Twilio took its message must not send it again)."""
+        try:
+            raw = self.redis.hgetall(user_key(OUTBOX_PREFIX, user))
+        except redis.RedisError as err:
+            raise StoreUnavailable(str(err)) from err
+        for sid, value in raw.items():
+            entry = json_object(value)
+            if entry and entry.get("kind") == kind and entry.get("text") == text_ and float(entry.get("at") or 0) >= since:
+                return sid.decode() if isinstance(sid, bytes) else str(sid)
+        return None

@@ -17,6 +17,7 @@ from bot.storage.handover import HandoverStore
 from bot.storage.memory_meta import MemoryMetaStore
 from bot.storage.user_index import UserIndex
 from bot.storage.outbox import OutboxStore
+from bot.storage.reminders import ReminderStore
 from bot.storage.window import WindowStore
 
 
@@ -38,3 +39,4 @@ class UserData:
     actions: ActionStore | None = None  # a write waiting for the user's yes, and their tool calls (docs/tools.md)
     window: WindowStore | None = None  # WhatsApp's 24-hour window, and what is held outside it (docs/window.md)
     outbox: OutboxStore | None = None  # messages sent by API lately, and the deliveries that failed
+    reminders: ReminderStore | None = None  # the user's reminders (docs/reminders.md)

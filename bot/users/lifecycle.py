@@ -72,6 +72,8 @@ def set_task_extraction(data: UserData, target: str, enabled: bool, actor: str, 
 def erase_user(data: UserData, target: str, actor: str, via: str) -> int:
     """Delete every key of one user, facts and queued jobs included, and write the audit event."""
     tokens = data.store.trigger_tokens(target)  # the jobs they name go too, found without a SCAN
+    if data.reminders is not None:
+        data.reminders.forget(target)  # out of the due index; their jobs go with the user's jobs below
     deleted = erase_keys(data.redis, target)
     if data.index is not None:
         data.index.remove(target)

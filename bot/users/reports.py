@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.config.tasks import Price
 from bot.memory.extraction import stored_pairs
+from bot.reminders.book import local_time
 from bot.storage.triggers import SUMMARY
 from bot.storage.facts import MODEL_FIELD
 from bot.storage.keys import user_keys
@@ -58,6 +59,7 @@ def user_report(data: UserData, user: str) -> dict[str, Any]:
         "deferred": deferred_report(data, user),
         **tools_report(data, user),
         **window_report(data, user),
+        "reminders": reminders_report(data, user),
         "keys": key_report(data.redis, user_keys(user)),
     }
 
@@ -96,6 +98,17 @@ def window_report(data: UserData, user: str, with_text: bool = False) -> dict[st
     return {"window": {"open": state.open, "last_inbound": iso(state.last_inbound), "closes_at": iso(state.closes_at),
                        "closes_ts": state.closes_at}, "held": held, "delivery_failures": failures,
             "messages_off": messages_off}
+
+
+def reminders_report(data: UserData, user: str) -> list[dict[str, Any]]:
+    """Return the user's reminders, soonest first: text, when (UTC and in their time zone),
+    status, and why one was not sent (docs/reminders.md)."""
+    if data.reminders is None:
+        return []
+    return [{"id": r.id, "text": r.text, "due": iso(r.due), "due_ts": r.due, "when": local_time(r.due, r.tz),
+             "time_zone": r.tz, "status": r.status, "set_by": r.by, "created": iso(r.created),
+             **({"sent_at": iso(r.sent_at)} if r.sent_at else {}), **({"why": r.why} if r.why else {})}
+            for r in data.reminders.all(user)]
 
 
 def tools_report(data: UserData, user: str) -> dict[str, Any]:
@@ -175,6 +188,7 @@ def export_user(data: UserData, user: str) -> dict[str, Any]:
         "deferred": deferred_report(data, user, with_text=True),
         **tools_report(data, user),
         **window_report(data, user, with_text=True),
+        "reminders": reminders_report(data, user),
         "recent_replies": seen_records(data.redis, user),
         "keys": key_report(data.redis, user_keys(user)),
     }

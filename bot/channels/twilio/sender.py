@@ -10,6 +10,7 @@ A 429 or a 5xx is tried once more; anything else is Twilio's answer.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
@@ -74,11 +75,14 @@ class MessageSender:
         self.activity = activity  # the console's overview counts failed deliveries
         self.reopen_sid = settings.TEMPLATE_REOPEN_SID
 
-    def create(self, user: str, from_: str, body: str, content_sid: str | None = None) -> object:
-        """messages.create (text, or an approved template by its Content SID), tried once more
-        after a 429 or a 5xx; raise what Twilio answered."""
+    def create(self, user: str, from_: str, body: str, content_sid: str | None = None,
+               variables: dict[str, str] | None = None) -> object:
+        """messages.create (text, or an approved template by its Content SID with its
+        variables), tried once more after a 429 or a 5xx; raise what Twilio answered."""
         options: dict[str, str] = {"status_callback": self.status_callback} if self.status_callback else {}
         options.update({"content_sid": content_sid} if content_sid else {"body": body})
+        if content_sid and variables:
+            options["content_variables"] = json.dumps(variables, ensure_ascii=False)
         for attempt in (1, 2):
             try:
                 return self.client.messages.create(from_=from_, to=f"whatsapp:{user}", **options)
@@ -196,6 +200,37 @@ class MessageSender:
             log.info("reply.sent", twilio_sid=getattr(created, "sid", ""))
             sent += 1
         return Delivery(sent)
+
+    def send_first(self, user: str, from_: str, text: str, kind: str, template_sid: str | None,
+                   variables: dict[str, str] | None = None) -> tuple[str, str]:
+        """Send a message the business starts (a reminder): as text inside the user's window,
+        else as the template with its variables; return (outcome, detail): ("sent", sid),
+        ("messages_off", ""), ("undeliverable", "outside_window") with no template, or
+        ("failed", Twilio's code). Raise StoreUnavailable (the window is unknown) and the
+        network's errors, for the job's retry."""
+        state = self.window.state(user) if self.window is not None else None
+        if state is not None and state.messages_off:
+            log.info("message.not_sent", kind=kind, reason="messages_off")
+            return MESSAGES_OFF, ""
+        inside = state is None or state.open
+        if not inside and not template_sid:
+            log.info("message.not_sent", kind=kind, reason="outside_window")
+            return "undeliverable", "outside_window"
+        try:
+            created = (self.create(user, from_, text) if inside
+                       else self.create(user, from_, "", content_sid=template_sid, variables=variables))
+        except TwilioRestException as err:
+            REST_SENDS.labels(result="failed").inc()
+            log.error("message.send_failed", kind=kind, status=err.status, error_code=err.code)
+            if err.code is None:
+                raise
+            self.refused(user, "", str(err.code), kind)
+            return "failed", str(err.code)
+        REST_SENDS.labels(result="sent").inc()
+        self._sent(user, created, from_, text, kind)
+        sid = str(getattr(created, "sid", "") or "")
+        log.info("message.sent", kind=kind, template=not inside, twilio_sid=sid)
+        return "sent", sid
 
     def send(self, user: str, from_: str, text: str) -> tuple[str | None, str | None]:
         """Send text (at most 1,600 characters) to the user from `from_` ("whatsapp:+…");

@@ -1,12 +1,13 @@
 """The command step: read the message's text and carry out a recognised command
 (bot/conversation/commands.py recognises them, in any of the bot's languages): reset,
 operator reset, opt-out and opt-in, STOP and START (the bot's own messages: docs/window.md),
-/task:off and /task:on, help, the erase request and its
+/task:off and /task:on, help, /reminders (docs/reminders.md), the erase request and its
 confirmation, a topic shift. Its replies are in the user's language (docs/languages.md)."""
 
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 import structlog
 
@@ -18,6 +19,8 @@ from bot.conversation.catalog import Catalog
 from bot.exceptions import StoreUnavailable
 from bot.observability.metrics import MESSAGES
 from bot.storage.context import Context
+from bot.reminders.book import ReminderBook
+from bot.reminders.zones import zone
 from bot.users.data import UserData
 from bot.users.lifecycle import erase_user, reset_conversation, set_messages_off, set_opt_out, set_task_extraction
 
@@ -35,6 +38,7 @@ def carry_out(
     memory_commands: bool,
     erase_requested_at: float | None,
     say: Catalog,
+    reminders: ReminderBook | None = None,
 ) -> None:
     """Carry out the command, if the message is one, settling the reply in the user's
     language; raise StoreUnavailable when Redis cannot carry it out (nothing is pretended)."""
@@ -59,6 +63,8 @@ def carry_out(
         _done(turn, say.text(kind, lang), kind)
     elif kind == "help":
         _done(turn, say.text("help", lang), "help")
+    elif kind == "reminders":
+        _done(turn, reminder_list(reminders, user, lang, say), "reminders")
     elif kind == "reset":
         reset_conversation(users, user, user, via="user")
         _done(turn, say.text("reset", lang), "reset")
@@ -71,6 +77,23 @@ def carry_out(
         turn.found.topic_shift = True
         context = turn.stored.context
         turn.stored.context = Context(summary=context.summary, epoch=context.epoch)
+
+
+def reminder_list(book: ReminderBook | None, user: str, lang: str | None, say: Catalog) -> str:
+    """Return the user's coming reminders in their words and their time (docs/reminders.md)."""
+    if book is None:
+        return say.text("reminders_unavailable", lang)
+    waiting = book.list(user)
+    if not waiting:
+        return say.text("reminders_none", lang)
+    zone_name = waiting[0].tz
+    weekdays = say.text("weekdays", lang).split(",")
+    lines = []
+    for reminder in waiting:
+        moment = datetime.fromtimestamp(reminder.due, zone(reminder.tz))
+        lines.append(say.text("reminder_line", lang, weekday=weekdays[moment.weekday()], day=f"{moment.day:02d}",
+                              month=f"{moment.month:02d}", time=moment.strftime("%H:%M"), text=reminder.text))
+    return say.text("reminders_list", lang, zone=zone_name, items="\n".join(lines))
 
 
 def _memory_command(turn: Turn, kind: str, users: UserData, erase_confirm_s: int, say: Catalog) -> None:
@@ -104,13 +127,15 @@ class CommandStep:
               "answer.reply", "answer.reason", "answer.status")
 
     def __init__(self, users: UserData, memory_commands: bool, catalog: Catalog, *, erase_confirm_s: int,
-                 reset_phrases: str, topic_phrases: str, operators: frozenset[str]) -> None:
+                 reset_phrases: str, topic_phrases: str, operators: frozenset[str],
+                 reminders: ReminderBook | None = None) -> None:
         self.users = users
         self.memory_commands = memory_commands  # opt-out, opt-in and erase; off for the baseline
         self.catalog = catalog  # the bot's own words (docs/languages.md)
         self.erase_confirm_s = erase_confirm_s  # ERASE_CONFIRM_S
         self.words = CommandWords.build(catalog, reset_phrases, topic_phrases)
         self.operators = operators
+        self.reminders = reminders  # /reminders lists them (None: REMINDERS off)
 
     def __call__(self, turn: Turn) -> None:
         if turn.msg.has_attachment:
@@ -141,7 +166,7 @@ class CommandStep:
         kind = command.kind if command is not None else None
         try:
             carry_out(turn, command, self.users, self.erase_confirm_s, self.memory_commands,
-                      turn.stored.memory.erase_requested_at, self.catalog)
+                      turn.stored.memory.erase_requested_at, self.catalog, self.reminders)
         except StoreUnavailable as err:
             # Never pretend, and never hand a command to the model as a normal message.
             log.error("command.unavailable", command=kind, error=str(err))

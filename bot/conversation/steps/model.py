@@ -49,7 +49,7 @@ class ModelStep:
                 turn.answer.completion = ask(prompt.messages)
                 return
             used = self.tools.run(ask, prompt.messages, user=turn.msg.user, sid=turn.msg.sid,
-                                  remaining=lambda: turn.remaining() - self.after_model_s)
+                                  remaining=lambda: turn.remaining() - self.after_model_s, from_=turn.msg.to)
         except LLMUnavailable:
             turn.answer.completion = None
             return

@@ -22,7 +22,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from bot.config import Settings
 from bot.exceptions import ConfigError, StoreUnavailable
-from bot.ops.console import actions, auth, handover, knowledge, overview, queues, tools, users
+from bot.ops.console import actions, auth, handover, knowledge, overview, queues, reminders, tools, users
 from bot.services import Services
 from bot.storage.operators import OperatorStore
 
@@ -44,7 +44,7 @@ SECURITY_HEADERS = {
 SESSION_KEY_LABEL = b"whatsapp-bot console session v1"
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")
-for child in (auth.bp, overview.bp, users.bp, actions.bp, handover.bp, queues.bp, knowledge.bp, tools.bp):
+for child in (auth.bp, overview.bp, users.bp, actions.bp, handover.bp, queues.bp, knowledge.bp, tools.bp, reminders.bp):
     bp.register_blueprint(child)
 
 

@@ -61,6 +61,7 @@ def user(e164: str) -> ResponseReturnValue:
         handover=handover_view(target),
         delivery_reason=lambda code: reason("failed", code),
         task_setting=s.settings.TASK_EXTRACTION,
+        zone=s.reminders.time_zone(target).name if s.reminders is not None else None,
     )
 
 
