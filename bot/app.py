@@ -16,6 +16,7 @@ from bot.channels.twilio.deferred import Deferral
 from bot.channels.twilio.media import MediaFetcher
 from bot.channels.twilio.rest import RestReplier, make_twilio_client
 from bot.channels.twilio.sender import make_message_sender
+from bot.channels.twilio.templates import TemplateCatalog
 from bot.config import Settings, load_settings
 from bot.conversation.replies import BotWords
 from bot.exceptions import ConfigError, StoreUnavailable
@@ -62,6 +63,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     # A person's replies during a handover go out through it (None without TWILIO_ACCOUNT_SID).
     app.extensions["bot.sender"] = make_message_sender(settings, services.users.window, services.users.outbox,
                                                           services.activity)
+    # ...and the templates a person may send once the user's window is closed (docs/window.md).
+    sender = app.extensions["bot.sender"]
+    app.extensions["bot.templates"] = TemplateCatalog(sender.client if sender is not None else None, settings)
     init_console(app, services, settings)
     structlog.get_logger(__name__).info(
         "app.started",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import re
+
+from pydantic import BaseModel, Field, field_validator
+
+_TEMPLATE = re.compile(r"^[a-z0-9_]{1,40}=HX[0-9a-fA-F]{32}$")
 
 
 class WindowSettings(BaseModel):
@@ -17,3 +21,22 @@ class WindowSettings(BaseModel):
     # {{1}} (docs/reminders.md). Unset: a reminder due outside the window cannot be delivered,
     # and the user is told so when they set it.
     TEMPLATE_REMINDER_SID: str | None = Field(default=None, pattern=r"^HX[0-9a-fA-F]{32}$")
+    # Templates an operator may send from the console when the window is closed, by name:
+    # "follow_up=HX…,order_ready=HX…". The account's approved templates are offered too, where
+    # its credentials can list them (the Content API).
+    TEMPLATES: str = ""
+    # Twilio's Content API (the account's templates and their WhatsApp approval).
+    TWILIO_CONTENT_BASE_URL: str = "https://content.twilio.com"
+
+    @field_validator("TEMPLATES")
+    @classmethod
+    def _templates(cls, value: str) -> str:
+        for item in (v.strip() for v in value.split(",") if v.strip()):
+            if not _TEMPLATE.match(item):
+                raise ValueError(f"{item[:60]!r}: each template is name=HX followed by 32 hex digits")
+        return value
+
+    @property
+    def operator_templates(self) -> dict[str, str]:
+        """Return TEMPLATES as name -> Content SID."""
+        return dict(item.strip().split("=", 1) for item in self.TEMPLATES.split(",") if item.strip())

@@ -46,8 +46,8 @@ RUN_DIR = Path(".run")
 DEV_ENV = RUN_DIR / "dev.env"
 #: Written to .run/dev.env for the CLI: where this bot is; never the operator's secrets.
 SHARED = ("REDIS_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", "OPENAI_BASE_URL", "OPENAI_MODEL", "EXTRACTION_MODEL", "MODEL_STANDIN",
-          "PUBLIC_BASE_URL", "PORT", "TWILIO_API_BASE_URL", "TWILIO_ACCOUNT_SID", "EMBEDDING_PORT", "EMBEDDING_MODEL",
-          "EMBEDDING_BASE_URL", "EMBEDDING_GATE_BASE_URL", "KB_ALLOW_PRIVATE_URLS")
+          "PUBLIC_BASE_URL", "PORT", "TWILIO_API_BASE_URL", "TWILIO_CONTENT_BASE_URL", "TWILIO_ACCOUNT_SID",
+          "EMBEDDING_PORT", "EMBEDDING_MODEL", "EMBEDDING_BASE_URL", "EMBEDDING_GATE_BASE_URL", "KB_ALLOW_PRIVATE_URLS")
 #: A placeholder while checking settings, for what this runner starts itself.
 PENDING = "http://127.0.0.1:1/pending"
 #: Development sizing, unless set: one web process, two workers (production's are the
@@ -168,7 +168,8 @@ class Runner:
         self.children.append(standin)
         url = f"http://127.0.0.1:{port}"
         # Typing indicators of deferred replies go to the stand-in too: nothing leaves the machine.
-        return {"TWILIO_API_BASE_URL": url, "TWILIO_MESSAGING_BASE_URL": url, "TWILIO_ACCOUNT_SID": account}
+        return {"TWILIO_API_BASE_URL": url, "TWILIO_MESSAGING_BASE_URL": url, "TWILIO_CONTENT_BASE_URL": url,
+                "TWILIO_ACCOUNT_SID": account}
 
     def run_procfile(self, env: dict[str, str], settings: Settings) -> int:
         """Run the Procfile until it ends or we are told to stop; return its exit code."""

@@ -18,6 +18,8 @@ Each media item can script a fault (MediaBehaviour). Every request to either ser
     GET  /_standin/messages?to=whatsapp:+…&after=N   the messages sent to that number, from the
                                                       N-th on (`chat` shows deferred replies)
 
+The Content API's templates (GET /v1/ContentAndApprovals) are bot/dev/twilio_answers.py's.
+
 Typing indicators are taken as Twilio's Messaging v2 takes them (POST /v2/Indicators/Typing.json,
 channel=whatsapp and the inbound messageId, Basic auth) and recorded (`typing()`); the bot
 reaches them at TWILIO_MESSAGING_BASE_URL, pointed here.
@@ -41,15 +43,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import parse_qs, parse_qsl, urlsplit
 
+from bot.dev.twilio_answers import CONTENT_PATH as _CONTENT, content_page, error as _error, message_feed
+
 _MESSAGES = re.compile(r"^/2010-04-01/Accounts/(AC[0-9a-fA-F]{32})/Messages\.json$")
 _MEDIA = re.compile(r"^/2010-04-01/Accounts/(AC[0-9a-fA-F]{32})/Messages/([A-Za-z]{2}[0-9a-fA-F]{32})/Media/"
                     r"(ME[0-9a-fA-F]{32})$")
 _CDN = re.compile(r"^/media/([0-9a-f]{32})$")
 _TYPING = "/v2/Indicators/Typing.json"
 _SID = re.compile(r"^[A-Za-z]{2}[0-9a-fA-F]{32}$")
-#: Twilio's error codes for the statuses a test can force.
-_ERROR_CODES = {401: 20003, 403: 20003, 404: 20404, 429: 20429}
-
 
 @dataclass(frozen=True)
 class MediaBehaviour:
@@ -100,13 +101,11 @@ class TwilioStandin:
         self.cdn.daemon_threads = True
 
     @property
-    def url(self) -> str:
-        """The base URL to give the twilio client (TWILIO_API_BASE_URL)."""
+    def url(self) -> str:  # the base URL to give the twilio client (TWILIO_API_BASE_URL)
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     @property
-    def cdn_url(self) -> str:
-        """The origin of the CDN the Media URLs redirect to."""
+    def cdn_url(self) -> str:  # the origin of the CDN the Media URLs redirect to
         return f"http://127.0.0.1:{self.cdn.server_address[1]}"
 
     def start(self) -> "TwilioStandin":
@@ -125,7 +124,7 @@ class TwilioStandin:
         with self.lock:
             self.failures.append((status, code))
 
-    def messages(self) -> list[dict[str, str]]:
+    def messages(self) -> list[dict[str, str]]:  # every message sent, oldest first
         with self.lock:
             return list(self.sent)
 
@@ -148,12 +147,7 @@ class TwilioStandin:
 
     def _feed(self, query: str) -> tuple[int, dict[str, Any]]:
         """GET /_standin/messages: the messages sent to one number, from the `after`-th on."""
-        args = parse_qs(query)
-        to, after = (args.get("to") or [""])[0], (args.get("after") or ["0"])[0]
-        mine = [m for m in self.messages() if m.get("To") == to]
-        start = int(after) if after.isdigit() else 0
-        return 200, {"messages": [{"body": m.get("Body", ""), "sid": m.get("Sid", "")} for m in mine[start:]],
-                     "total": len(mine)}
+        return 200, message_feed(self.messages(), query)
 
     def wait_for(self, count: int, timeout_s: float = 10.0) -> list[dict[str, str]]:
         """Wait until `count` messages arrived; return them."""
@@ -211,6 +205,10 @@ class TwilioStandin:
             "uri": f"/2010-04-01/Accounts/{account}/Messages/{sid}.json",
         }
 
+    def _templates(self, auth: str) -> tuple[int, dict[str, Any]]:
+        """Answer GET /v1/ContentAndApprovals: the account's templates, one page."""
+        return (200, content_page(self.account_sid)) if self._authorized(auth) else (401, _error(401, "Authenticate"))
+
     def _media_answer(self, path: str, auth: str) -> tuple[int, dict[str, Any] | str]:
         """Answer a GET on a Media URL: an error body, or the Location to redirect to."""
         match = _MEDIA.match(path)
@@ -245,6 +243,9 @@ class TwilioStandin:
                 parts = urlsplit(self.path)
                 if parts.path == "/_standin/messages":
                     self._json(*standin._feed(parts.query))
+                    return
+                if parts.path == _CONTENT:  # TWILIO_CONTENT_BASE_URL points here
+                    self._json(*standin._templates(self.headers.get("Authorization", "")))
                     return
                 status, answer = standin._media_answer(urlsplit(self.path).path,
                                                        self.headers.get("Authorization", ""))
@@ -358,13 +359,6 @@ class TwilioStandin:
                     self.close_connection = True
 
         return CdnHandler
-
-
-def _error(status: int, message: str) -> dict[str, Any]:
-    """Return Twilio's JSON error body for this status."""
-    code = _ERROR_CODES.get(status, 20500)
-    return {"code": code, "message": message, "more_info": f"https://www.twilio.com/docs/errors/{code}",
-            "status": status}
 
 
 def main(argv: list[str] | None = None) -> int:

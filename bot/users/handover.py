@@ -38,6 +38,10 @@ PERSON_MARK = "👤"
 #: send(user, from_, text) -> (the message's sid or None, Twilio's error code or None): the
 #: channel's sender (bot/channels/twilio/sender.py MessageSender.send).
 Send = Callable[[str, str, str], tuple[str | None, str | None]]
+#: send_template(user, from_, content sid, variables, text) -> the same (MessageSender.send_template).
+SendTemplate = Callable[[str, str, str, dict[str, str], str], tuple[str | None, str | None]]
+#: A template's variable: a name, a time, an order number (WhatsApp refuses long ones).
+TEMPLATE_VARIABLE_MAX_CHARS = 200
 
 
 def _actor(actor: str) -> str:
@@ -76,19 +80,43 @@ def operator_reply(
     text = text.strip()
     if not 1 <= len(text) <= REPLY_MAX_CHARS:
         raise OperationError(f"a reply must be 1 to {REPLY_MAX_CHARS} characters")
+    from_ = _reply_from(data, store, user)
+    return _logged(store, user, text, operator, *send(user, from_, text), kind="reply")
+
+
+def operator_template(data: UserData, store: HandoverStore, send_template: SendTemplate, user: str, sid: str,
+                      variables: dict[str, str], text: str, operator: str) -> LogEntry:
+    """Send an approved template to the user (docs/window.md: what a person may send once the
+    window is closed), its variables filled, and log it with what the user reads. Raise
+    OperationError as operator_reply does, and for a variable left empty or too long."""
+    if any(not v.strip() or len(v) > TEMPLATE_VARIABLE_MAX_CHARS for v in variables.values()):
+        raise OperationError(f"fill every variable of the template (at most {TEMPLATE_VARIABLE_MAX_CHARS} characters)")
+    from_ = _reply_from(data, store, user)
+    values = {k: v.strip() for k, v in variables.items()}
+    return _logged(store, user, text, operator, *send_template(user, from_, sid, values, text), kind="template")
+
+
+def _reply_from(data: UserData, store: HandoverStore, user: str) -> str:
+    """Return the number a person answers from; raise OperationError without a takeover, or
+    when the user never wrote."""
     if store.get(user) is None:
         raise OperationError("take the conversation over before answering: the bot is answering this user")
     from_ = data.store.load(user).reply_from
     if not from_:
         raise OperationError("this user has not written since replies by a person became possible: "
                              "there is no number to answer from")
-    sid, code = send(user, from_, text)
+    return from_
+
+
+def _logged(store: HandoverStore, user: str, text: str, operator: str, sid: str | None, code: str | None,
+            kind: str) -> LogEntry:
+    """Log a person's message with what came of sending it, and write the audit event."""
     held = sid is None and code == "held"  # outside the user's 24-hour window: sent when they write (docs/window.md)
     entry = LogEntry(PERSON, text, time.time(), by=operator, sid=sid or "",
                      status="sent" if sid else "held" if held else "failed", code="" if sid or held else code or "")
     store.append(user, entry)
     log.info("audit.handover_reply", actor=f"console:{operator}", target=mask_phone(user), via="console",
-             chars=len(text), status=entry.status, error_code=entry.code or None)
+             chars=len(text), status=entry.status, error_code=entry.code or None, kind=kind)
     return entry
 
 

@@ -43,6 +43,7 @@ def make_twilio_client(settings: Settings) -> Client:
                     http_client=TwilioHttpClient(timeout=SEND_TIMEOUT_S))
     client.api.base_url = settings.TWILIO_API_BASE_URL.rstrip("/")
     client.messaging.base_url = settings.TWILIO_MESSAGING_BASE_URL.rstrip("/")  # typing indicators
+    client.content.base_url = settings.TWILIO_CONTENT_BASE_URL.rstrip("/")  # the account's templates
     return client
 
 
@@ -231,6 +232,38 @@ class MessageSender:
         sid = str(getattr(created, "sid", "") or "")
         log.info("message.sent", kind=kind, template=not inside, twilio_sid=sid)
         return "sent", sid
+
+    def send_template(self, user: str, from_: str, content_sid: str, variables: dict[str, str],
+                      text: str = "") -> tuple[str | None, str | None]:
+        """Send an approved template (a person's, from the console): WhatsApp delivers it
+        inside or outside the window; never to a user who sent STOP, outside their window.
+        Return as `send` does; `text` is what the user reads, kept in the outbox."""
+        if self.window is not None:
+            try:
+                state = self.window.state(user)
+            except StoreUnavailable as err:
+                log.warning("store.unavailable", stage="window", error=str(err))
+                state = None
+            if state is not None and state.messages_off and not state.open:
+                log.info("message.not_sent", kind="template", reason="messages_off")
+                return None, MESSAGES_OFF
+        try:
+            created = self.create(user, from_, "", content_sid=content_sid, variables=variables)
+        except TwilioRestException as err:
+            REST_SENDS.labels(result="failed").inc()
+            log.error("message.send_failed", kind="template", status=err.status, error_code=err.code)
+            if err.code is not None:
+                self.refused(user, "", str(err.code), "template")
+            return None, str(err.code) if err.code is not None else None
+        except Exception as err:  # the network failed: logged, counted, said to the caller
+            REST_SENDS.labels(result="failed").inc()
+            log.error("message.send_failed", kind="template", error=f"{type(err).__name__}: {str(err)[:200]}")
+            return None, None
+        REST_SENDS.labels(result="sent").inc()
+        self._sent(user, created, from_, text, "template")
+        sid = str(getattr(created, "sid", "") or "")
+        log.info("message.sent", kind="template", twilio_sid=sid)
+        return sid or None, None
 
     def send(self, user: str, from_: str, text: str) -> tuple[str | None, str | None]:
         """Send text (at most 1,600 characters) to the user from `from_` ("whatsapp:+…");

@@ -72,6 +72,21 @@ def entry_view(index: int, entry: LogEntry) -> dict[str, Any]:
     }
 
 
+def window_view(user: str) -> dict[str, Any]:
+    """Return the user's 24-hour window for the reply box: open or not, until when, and, when
+    it is closed, the templates a person may send instead (docs/window.md, Templates)."""
+    window = services().users.window
+    state = window.state(user) if window is not None else None
+    closed = state is not None and not state.open
+    catalog = current_app.extensions.get("bot.templates")
+    templates, error = catalog.all() if closed and catalog is not None else ([], "")
+    return {"open": state is None or state.open, "closes_at": state.closes_at if state else None,
+            "last_inbound": state.last_inbound if state else None, "messages_off": bool(state and state.messages_off),
+            "templates": [{"sid": t.sid, "name": t.name, "body": t.body, "language": t.language, "source": t.source,
+                           "variables": t.variables or ({"1": ""} if not t.body else {})} for t in templates],
+            "templates_error": error}
+
+
 def handover_view(user: str) -> dict[str, Any]:
     """Return the user's handover for the page: whether it is on, by whom, until when, and
     what was said during it."""
@@ -79,6 +94,7 @@ def handover_view(user: str) -> dict[str, Any]:
     state = store.get(user)
     entries = [entry_view(i, e) for i, e in enumerate(store.entries(user))]
     return {
+        "window": window_view(user) if state is not None else None,
         "active": state is not None,
         "by": state.by.removeprefix("console:") if state else "",
         "since": state.since if state else None,
@@ -134,6 +150,35 @@ def reply(e164: str) -> ResponseReturnValue:
         flash("Held: the user's 24-hour window is closed; it goes when they write again.", "ok")
     else:
         flash(f"Not sent: {why}." if why else "Sent.", "error" if why else "ok")
+    return to_user(user, "handover")
+
+
+@bp.post("/handover/template")
+@login_required
+def template(e164: str) -> ResponseReturnValue:
+    """Send an approved template to the user, its variables filled (the way a person writes
+    first once the window is closed)."""
+    user = user_or_404(e164)
+    s = services()
+    sender = current_app.extensions.get("bot.sender")
+    catalog = current_app.extensions.get("bot.templates")
+    chosen = catalog.get(request.form.get("sid", "")[:40]) if catalog is not None else None
+    if sender is None or chosen is None:
+        flash("Not sent: " + ("templates need TWILIO_ACCOUNT_SID (the Messages API account)" if sender is None
+                              else "that is not one of the templates offered") + ".", "error")
+        return to_user(user, "handover")
+    names = chosen.variables or ({"1": ""} if not chosen.body else {})
+    values = {name: request.form.get(f"var_{name}", "")[:400] for name in names}
+    if not chosen.body:  # its text is unknown: an empty optional variable is left out
+        values = {k: v for k, v in values.items() if v.strip()}
+    try:
+        entry = operations.operator_template(s.users, s.handover, sender.send_template, user, chosen.sid, values,
+                                             chosen.render(values), g.operator)
+    except OperationError as err:
+        flash(f"Not sent: {err}.", "error")
+        return to_user(user, "handover")
+    why = reason(entry.status, entry.code)
+    flash(f"Not sent: {why}." if why else f"Template {chosen.name} sent.", "error" if why else "ok")
     return to_user(user, "handover")
 
 

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.integration
 
 def console_rules(app) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     """Return (method, path) of every console route, with sample values for its variables."""
-    samples = {"e164": USER, "queue_name": "summaries", "ident": "summary-abc-def", "filename": "console.css"}
+    samples = {"e164": USER, "queue_name": "summaries", "ident": "summary-abc-def", "filename": "console.css",
+               "rid": "a1b2c3"}
     out = []
     for rule in app.url_map.iter_rules():
         if not rule.rule.startswith("/console"):
