@@ -33,6 +33,7 @@ from dotenv import dotenv_values
 
 from bot.config import Settings, load_settings
 from bot.dev.banner import describe, ready_lines
+from bot.dev.twilio_answers import TEMPLATES
 from bot.dev.dev_console import DevConsole, dev_console
 from bot.dev.embedded import free_port, port_free, start_redis_server
 from bot.dev.readiness import Expected, wait_ready
@@ -48,6 +49,8 @@ DEV_ENV = RUN_DIR / "dev.env"
 SHARED = ("REDIS_URL", "QUEUE_REDIS_URL", "REDIS_CLUSTER", "OPENAI_BASE_URL", "OPENAI_MODEL", "EXTRACTION_MODEL", "MODEL_STANDIN",
           "PUBLIC_BASE_URL", "PORT", "TWILIO_API_BASE_URL", "TWILIO_CONTENT_BASE_URL", "TWILIO_ACCOUNT_SID",
           "EMBEDDING_PORT", "EMBEDDING_MODEL", "EMBEDDING_BASE_URL", "EMBEDDING_GATE_BASE_URL", "KB_ALLOW_PRIVATE_URLS")
+#: The Twilio stand-in's templates that stand for the business's own (bot/dev/twilio_answers.py).
+STANDIN_TEMPLATES = {"TEMPLATE_REOPEN_SID": TEMPLATES[1]["sid"], "TEMPLATE_REMINDER_SID": TEMPLATES[2]["sid"]}
 #: A placeholder while checking settings, for what this runner starts itself.
 PENDING = "http://127.0.0.1:1/pending"
 #: Development sizing, unless set: one web process, two workers (production's are the
@@ -139,6 +142,8 @@ class Runner:
             chosen["TWILIO_AUTH_TOKEN"] = "dev-" + secrets.token_hex(8)
             if not env.get("TWILIO_API_BASE_URL") and not env.get("TWILIO_ACCOUNT_SID"):
                 chosen.update(self._start_twilio(chosen["TWILIO_AUTH_TOKEN"]))
+                # its approved templates stand for the business's own (docs/window.md, docs/reminders.md)
+                chosen.update({name: sid for name, sid in STANDIN_TEMPLATES.items() if not env.get(name)})
         return chosen
 
     def _start_clinic(self) -> dict[str, str]:

@@ -34,10 +34,11 @@ class OutboxStore:
         self.outbox_ttl_s = outbox_ttl_s  # WHATSAPP_WINDOW_S: no status comes later than that matters
         self.failed_ttl_s = failed_ttl_s  # the context's TTL rule (0: none)
 
-    def sent(self, user: str, sid: str, text: str, from_: str, kind: str) -> None:
-        """Keep a message Twilio accepted, until its delivery is known."""
+    def sent(self, user: str, sid: str, text: str, from_: str, kind: str, template: bool = False) -> None:
+        """Keep a message Twilio accepted (a template's: marked so), until its delivery is known."""
         key = user_key(OUTBOX_PREFIX, user)
-        entry = json.dumps({"text": text, "from": from_, "kind": kind, "at": round(time.time(), 3)}, ensure_ascii=False)
+        entry = json.dumps({"text": text, "from": from_, "kind": kind, "at": round(time.time(), 3),
+                            **({"template": True} if template else {})}, ensure_ascii=False)
         try:
             with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hlen(key)
@@ -82,15 +83,18 @@ class OutboxStore:
             raise StoreUnavailable(str(err)) from err
         return [entry for entry in (json_object(r) for r in raw) if entry is not None]
 
-    def sent_since(self, user: str, kind: str, text_: str, since: float) -> str | None:
-        """Return the sid of a message of this kind and text sent since then, if one was (a
-        job that died after Twilio took its message must not send it again)."""
+    def sent_since(self, user: str, kind: str | None, text_: str | None, since: float,
+                   template: bool = False) -> str | None:
+        """Return the sid of a message of this kind and text (None: any; a template only, with
+        `template`) sent since then, if one was (a job that died after Twilio took its message
+        must not send it again; a user sent a template needs no reopen template too)."""
         try:
             raw = self.redis.hgetall(user_key(OUTBOX_PREFIX, user))
         except redis.RedisError as err:
             raise StoreUnavailable(str(err)) from err
         for sid, value in raw.items():
             entry = json_object(value)
-            if entry and entry.get("kind") == kind and entry.get("text") == text_ and float(entry.get("at") or 0) >= since:
+            if entry and kind in (None, entry.get("kind")) and text_ in (None, entry.get("text")) \
+                    and float(entry.get("at") or 0) >= since and (entry.get("template") or not template):
                 return sid.decode() if isinstance(sid, bytes) else str(sid)
         return None

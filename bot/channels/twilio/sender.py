@@ -117,16 +117,21 @@ class MessageSender:
         first one held; return whether it was held (never for a user who sent STOP)."""
         assert self.window is not None
         try:
-            if self.window.state(user).messages_off:
+            state = self.window.state(user)
+            if state.messages_off:
                 log.info("message.not_sent", kind=kind, reason="messages_off")
                 return False
             count = self.window.hold(user, text, from_, kind)
+            # Anything sent since the window closed was a template (a person's, a reminder's):
+            # the user has one to answer already, and is not sent a second.
+            answered = count == 1 and state.closes_at is not None and self.outbox is not None \
+                and self.outbox.sent_since(user, None, None, state.closes_at, template=True) is not None
         except StoreUnavailable as err:
             log.warning("store.unavailable", stage="window", error=str(err))
             return False
         HELD_MESSAGES.labels(kind=kind).inc()
         log.info("message.held", kind=kind, held=count, reason=why)
-        if count == 1 and self.reopen_sid:
+        if count == 1 and self.reopen_sid and not answered:
             try:
                 created = self.create(user, from_, "", content_sid=self.reopen_sid)
                 log.info("message.reopen_sent", twilio_sid=getattr(created, "sid", ""))
@@ -153,11 +158,11 @@ class MessageSender:
             self.hold(user, str(sent.get("from") or ""), str(sent.get("text") or ""), str(sent.get("kind") or "reply"),
                       why="63016")
 
-    def _sent(self, user: str, created: object, from_: str, text: str, kind: str) -> None:
+    def _sent(self, user: str, created: object, from_: str, text: str, kind: str, template: bool = False) -> None:
         sid = str(getattr(created, "sid", "") or "")
         if self.outbox is not None and sid:
             try:
-                self.outbox.sent(user, sid, text, from_, kind)
+                self.outbox.sent(user, sid, text, from_, kind, template)
             except StoreUnavailable as err:
                 log.warning("store.unavailable", stage="outbox", error=str(err))
 
@@ -228,7 +233,7 @@ class MessageSender:
             self.refused(user, "", str(err.code), kind)
             return "failed", str(err.code)
         REST_SENDS.labels(result="sent").inc()
-        self._sent(user, created, from_, text, kind)
+        self._sent(user, created, from_, text, kind, template=not inside)
         sid = str(getattr(created, "sid", "") or "")
         log.info("message.sent", kind=kind, template=not inside, twilio_sid=sid)
         return "sent", sid
@@ -260,7 +265,7 @@ class MessageSender:
             log.error("message.send_failed", kind="template", error=f"{type(err).__name__}: {str(err)[:200]}")
             return None, None
         REST_SENDS.labels(result="sent").inc()
-        self._sent(user, created, from_, text, "template")
+        self._sent(user, created, from_, text, "template", template=True)
         sid = str(getattr(created, "sid", "") or "")
         log.info("message.sent", kind="template", twilio_sid=sid)
         return sid or None, None

@@ -86,3 +86,23 @@ def test_a_user_who_sent_stop_is_offered_no_template(operator, redis_client, twi
     before = len(twilio.messages())
     post(client, f"{USER_PAGE}/handover/template", {"sid": FOLLOW_UP}, page=USER_PAGE)
     assert len(twilio.messages()) == before and "Not sent" in client.get(USER_PAGE).get_data(as_text=True)
+
+
+def test_a_held_reply_after_a_template_sends_no_second_reopen_template(  # type: ignore[no-untyped-def]
+        make_settings, redis_client, model, twilio: TwilioStandin) -> None:
+    reopen = TEMPLATES[1]["sid"]
+    app = create_app(make_settings(ADMIN_TOKEN=TOKEN, CONSOLE_SECRET=SECRET, TWILIO_ACCOUNT_SID=ACCOUNT,
+                                   TWILIO_API_BASE_URL=twilio.url, TWILIO_CONTENT_BASE_URL=twilio.url,
+                                   TEMPLATE_REOPEN_SID=reopen))
+    client = app.test_client()
+    assert sign_in(client).status_code == 302
+    say(app, "Olá, o meu pedido já está pronto?", user=USER)
+    post(client, f"{USER_PAGE}/handover/take", page=USER_PAGE)
+    close_window(redis_client)
+    post(client, f"{USER_PAGE}/handover/template", {"sid": APPOINTMENT["sid"], "var_1": "Rui", "var_2": "18:00"},
+         page=USER_PAGE)
+    post(client, f"{USER_PAGE}/handover/reply", {"text": "O seu pedido está pronto."}, page=USER_PAGE)
+    templates = [m["ContentSid"] for m in twilio.messages() if m.get("ContentSid")]
+    assert templates == [APPOINTMENT["sid"]]  # the reply waits; the user has a template to answer already
+    say(app, "Obrigado!", user=USER)
+    assert twilio.messages()[-1]["Body"] == "O seu pedido está pronto."
