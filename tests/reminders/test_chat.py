@@ -5,6 +5,7 @@ time through the Twilio stand-in: as text inside the window, as the template out
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -68,26 +69,35 @@ def test_spanish_and_english_reminders_in_their_own_words(app) -> None:  # type:
 
 
 @pytest.mark.cluster
+@pytest.mark.parametrize(("user", "first", "text", "second", "later"), [
+    (PT, "Lembra-me daqui a 2 segundos de tirar o bolo do forno", "tirar o bolo do forno",
+     "lembra-me daqui a 2 segundos de desligar o forno", "desligar o forno"),
+    (ES, "Recuérdame en 2 segundos sacar la ropa", "sacar la ropa",
+     "recuérdame en 2 segundos llamar a Lucía", "llamar a Lucía"),
+    (EN, "remind me in 2 seconds to take the cake out", "take the cake out",
+     "remind me in 2 seconds to stretch", "stretch"),
+])
 def test_a_due_reminder_arrives_as_text_inside_the_window_and_as_the_template_outside(  # type: ignore[no-untyped-def]
-        app, twilio: TwilioStandin, redis_client, queue_redis_url, run_worker) -> None:
-    write(app, EN, "remind me in 2 seconds to take the cake out")
+        app, twilio: TwilioStandin, redis_client, queue_redis_url, run_worker, user, first, text, second,
+        later) -> None:
+    write(app, user, first)
     services = app.extensions["bot.services"]
-    [reminder] = services.reminders.list(EN)
+    [reminder] = services.reminders.list(user)
     run_when_due(queue_redis_url, REPLIES_QUEUE, run_worker)
     arrived = time.time()
-    [sent] = [m for m in to(twilio, EN) if m.get("Body") == "take the cake out"]
-    assert arrived - reminder.due < 5 and sent["From"] == "whatsapp:+14155238886"
-    assert services.reminders.store.get(EN, reminder.id).status == "sent"
+    [sent] = [m for m in to(twilio, user) if m.get("Body") == text]
+    assert 0 <= arrived - reminder.due < 5 and sent["From"] == "whatsapp:+14155238886"
+    assert services.reminders.store.get(user, reminder.id).status == "sent"
     # The next one falls after the user's window has closed: the template, the text as {{1}}.
-    write(app, EN, "remind me in 2 seconds to stretch")
-    redis_client.set(user_key(WINDOW_PREFIX, EN), f"{time.time() - 90_000:.3f}")
+    write(app, user, second)
+    redis_client.set(user_key(WINDOW_PREFIX, user), f"{time.time() - 90_000:.3f}")
     run_when_due(queue_redis_url, REPLIES_QUEUE, run_worker)
-    template = to(twilio, EN)[-1]
+    template = to(twilio, user)[-1]
     assert template["ContentSid"] == REMINDER_TEMPLATE and "Body" not in template
-    assert template["ContentVariables"] == '{"1": "stretch"}'
-    assert [r.status for r in services.reminders.list(EN, waiting_only=False)] == ["sent", "sent"]
+    assert json.loads(template["ContentVariables"]) == {"1": later}
+    assert [r.status for r in services.reminders.list(user, waiting_only=False)] == ["sent", "sent"]
     run_worker(REPLIES_QUEUE)  # nothing runs twice
-    assert len([m for m in to(twilio, EN) if m.get("Body") == "take the cake out" or m.get("ContentSid")]) == 2
+    assert len([m for m in to(twilio, user) if m.get("Body") == text or m.get("ContentSid")]) == 2
 
 
 def test_without_a_template_the_user_is_told_and_the_reminder_is_undeliverable(  # type: ignore[no-untyped-def]
