@@ -107,7 +107,8 @@ def reminders_report(data: UserData, user: str) -> list[dict[str, Any]]:
         return []
     return [{"id": r.id, "text": r.text, "due": iso(r.due), "due_ts": r.due, "when": local_time(r.due, r.tz),
              "time_zone": r.tz, "status": r.status, "set_by": r.by, "created": iso(r.created),
-             **({"sent_at": iso(r.sent_at)} if r.sent_at else {}), **({"why": r.why} if r.why else {})}
+             **({"sent_at": iso(r.sent_at), "sent_ts": r.sent_at} if r.sent_at else {}),
+             **({"why": r.why} if r.why else {})}
             for r in data.reminders.all(user)]
 
 

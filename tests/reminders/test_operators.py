@@ -5,6 +5,7 @@ refusal for a bad time, and each change audit-logged."""
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -16,6 +17,7 @@ from bot.jobs.queue import REPLIES_QUEUE
 from tests.cli_support import run_cli
 from tests.conftest import AUTH_TOKEN, redis_env, scheduled
 from tests.ops.console.support import SECRET, TOKEN, post, sign_in
+from bot.users.reminders import add_reminder
 from tests.reminders.test_chat import PT, write
 
 pytestmark = pytest.mark.integration
@@ -27,6 +29,11 @@ def lisbon(days: int = 1, hour: int = 9) -> str:
     """Return a local time in Lisbon, days ahead, as an operator types it."""
     moment = datetime.now(ZoneInfo("Europe/Lisbon")) + timedelta(days=days)
     return moment.replace(hour=hour, minute=0, second=0, microsecond=0).strftime("%Y-%m-%dT%H:%M")
+
+
+def made_due(made: dict) -> float:  # type: ignore[type-arg]
+    """Return a reminder's due time from its public form."""
+    return datetime.fromisoformat(made["due"]).timestamp()
 
 
 @pytest.fixture
@@ -93,3 +100,14 @@ def test_the_console_sets_and_cancels_with_the_reason_when_refused(app) -> None:
     assert post(console, f"{page}/reminders/{rid}/cancel", page=page).status_code == 302
     assert app.extensions["bot.services"].reminders.list(PT) == []
     assert "cancelled" in console.get(page).get_data(as_text=True)
+    # One that was sent shows when (and one that could not be, why).
+    store = app.extensions["bot.services"].users.reminders
+    for text, outcome in (("Tomar o antibiótico", "sent"), ("Regar as plantas", "undeliverable")):
+        made = add_reminder(app.extensions["bot.services"].users, app.extensions["bot.services"].reminders, PT, text,
+                            lisbon(1, 9), actor="test", via="test")
+        store.take(PT, made["id"], now=made_due(made))
+        store.settle(PT, made["id"], outcome, sid="SM1" if outcome == "sent" else "", why="" if outcome == "sent"
+                     else "outside_window")
+    html = console.get(page).get_data(as_text=True)
+    assert re.search(r'badge-ok">sent \d+ s ago', html), "the sent reminder's badge says when"
+    assert "not delivered: outside the window, no template" in html
