@@ -14,7 +14,7 @@ from rq import get_current_job
 
 from bot.app import make_media_fetcher
 from bot.channels.twilio.deferred import DeferredReplies
-from bot.channels.twilio.sender import MessageSender, make_message_sender, make_twilio_client
+from bot.channels.twilio.sender import MessageSender, make_message_sender
 from bot.channels.twilio.typing import TypingIndicator
 from bot.config import load_settings
 from bot.conversation.replies import BotWords
@@ -56,9 +56,9 @@ def deferred_replies() -> DeferredReplies:
     """Return what answers deferred messages in this process (built once)."""
     s = services()
     assert s.deferred is not None and s.deferred_pipeline is not None
-    client = make_twilio_client(s.settings)
-    return DeferredReplies(s.deferred_pipeline, s.deferred, MessageSender(client, s.settings, s.users.window, s.users.outbox, s.activity),
-                           TypingIndicator(client, s.settings.TYPING_MAX_S),
+    sender = message_sender()  # this process's one outbound path (deferred replies need the account)
+    assert sender is not None
+    return DeferredReplies(s.deferred_pipeline, s.deferred, sender, TypingIndicator(sender.client, s.settings.TYPING_MAX_S),
                            BotWords(s.prompts.replies, s.settings.BOT_LANGUAGE))
 
 

@@ -172,13 +172,16 @@ class ReminderBook:
         log.info("reminder.cancelled", reminder=reminder.id, by=by.split(":")[0])
         return reminder
 
-    def public(self, reminder: Reminder) -> dict[str, Any]:
-        """Return a reminder as the model, the CLI and the API show it."""
-        return {"id": reminder.id, "text": reminder.text, "due": _iso(reminder.due, reminder.tz),
-                "when": local_time(reminder.due, reminder.tz), "time_zone": reminder.tz, "status": reminder.status,
-                **({"sent_at": _iso(reminder.sent_at, reminder.tz)} if reminder.sent_at else {}),
-                **({"why": reminder.why} if reminder.why and reminder.status != "cancelled" else {}),
-                "set_by": reminder.by.split(":")[0]}
+
+def public(reminder: Reminder) -> dict[str, Any]:
+    """Return a reminder as the model, inspect, the export, the CLI, the admin API and the
+    console show it: its times in the user's zone (and as Unix seconds), who set it, and why
+    it was not sent, or who cancelled it."""
+    r = reminder
+    return {"id": r.id, "text": r.text, "due": _iso(r.due, r.tz), "due_ts": r.due, "when": local_time(r.due, r.tz),
+            "time_zone": r.tz, "status": r.status, "set_by": r.by, "created": _iso(r.created, r.tz),
+            **({"sent_at": _iso(r.sent_at, r.tz), "sent_ts": r.sent_at} if r.sent_at else {}),
+            **({"why": r.why} if r.why else {})}
 
 
 class _Upsert:

@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from bot.exceptions import StoreUnavailable
-from bot.reminders.book import ReminderBook, ReminderError, local_time
+from bot.reminders.book import ReminderBook, ReminderError, local_time, public
 from bot.reminders.zones import zone
 
 log = structlog.get_logger(__name__)
@@ -83,11 +83,11 @@ class ReminderTools:
             if name == "set_reminder":
                 reminder, notes = self.book.add(user, str(arguments.get("text") or ""), str(arguments.get("due") or ""),
                                                 from_, by="user")
-                shown = self.book.public(reminder)
+                shown = public(reminder)
                 return {"set": True, "id": reminder.id, "text": reminder.text, "when": shown["when"],
                         "time_zone": reminder.tz, **({"note": " ".join(NOTES[n] for n in notes)} if notes else {})}
             if name == "list_reminders":
-                listed = [{k: v for k, v in self.book.public(r).items() if k in ("id", "text", "when", "time_zone")}
+                listed = [{k: v for k, v in public(r).items() if k in ("id", "text", "when", "time_zone")}
                           for r in self.book.list(user)]
                 return {"reminders": listed}
             if name == "cancel_reminder":

@@ -8,7 +8,7 @@ from typing import Any
 import structlog
 
 from bot.observability.logs import mask_phone
-from bot.reminders.book import ReminderBook, ReminderError
+from bot.reminders.book import ReminderBook, ReminderError, public
 from bot.users.data import UserData
 from bot.users.reports import reminders_report
 
@@ -44,14 +44,14 @@ def add_reminder(data: UserData, book: ReminderBook, user: str, text: str, due: 
     from_ = data.store.load(user).reply_from
     reminder, notes = book.add(user, text, due, from_, by=f"operator:{actor}")
     log.info("audit.reminder_set", actor=actor, target=mask_phone(user), via=via, reminder=reminder.id)
-    return {**book.public(reminder), "notes": [NOTES[n] for n in notes]}
+    return {**public(reminder), "notes": [NOTES[n] for n in notes]}
 
 
 def cancel_reminder(book: ReminderBook, user: str, rid: str, actor: str, via: str) -> dict[str, Any]:
     """Cancel one of a user's reminders as an operator; raise ReminderError(not_found)."""
     reminder = book.cancel(user, rid, by=f"operator:{actor}")
     log.info("audit.reminder_cancelled", actor=actor, target=mask_phone(user), via=via, reminder=reminder.id)
-    return book.public(reminder)
+    return public(reminder)
 
 
 def list_reminders(data: UserData, user: str) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.config.tasks import Price
 from bot.memory.extraction import stored_pairs
-from bot.reminders.book import local_time
+from bot.reminders.book import public
 from bot.storage.triggers import SUMMARY
 from bot.storage.facts import MODEL_FIELD
 from bot.storage.keys import user_keys
@@ -101,15 +101,8 @@ def window_report(data: UserData, user: str, with_text: bool = False) -> dict[st
 
 
 def reminders_report(data: UserData, user: str) -> list[dict[str, Any]]:
-    """Return the user's reminders, soonest first: text, when (UTC and in their time zone),
-    status, and why one was not sent (docs/reminders.md)."""
-    if data.reminders is None:
-        return []
-    return [{"id": r.id, "text": r.text, "due": iso(r.due), "due_ts": r.due, "when": local_time(r.due, r.tz),
-             "time_zone": r.tz, "status": r.status, "set_by": r.by, "created": iso(r.created),
-             **({"sent_at": iso(r.sent_at), "sent_ts": r.sent_at} if r.sent_at else {}),
-             **({"why": r.why} if r.why else {})}
-            for r in data.reminders.all(user)]
+    """Return the user's reminders, soonest first (docs/reminders.md)."""
+    return [public(r) for r in data.reminders.all(user)] if data.reminders is not None else []
 
 
 def tools_report(data: UserData, user: str) -> dict[str, Any]:

@@ -252,23 +252,7 @@ class MessageSender:
             if state is not None and state.messages_off and not state.open:
                 log.info("message.not_sent", kind="template", reason="messages_off")
                 return None, MESSAGES_OFF
-        try:
-            created = self.create(user, from_, "", content_sid=content_sid, variables=variables)
-        except TwilioRestException as err:
-            REST_SENDS.labels(result="failed").inc()
-            log.error("message.send_failed", kind="template", status=err.status, error_code=err.code)
-            if err.code is not None:
-                self.refused(user, "", str(err.code), "template")
-            return None, str(err.code) if err.code is not None else None
-        except Exception as err:  # the network failed: logged, counted, said to the caller
-            REST_SENDS.labels(result="failed").inc()
-            log.error("message.send_failed", kind="template", error=f"{type(err).__name__}: {str(err)[:200]}")
-            return None, None
-        REST_SENDS.labels(result="sent").inc()
-        self._sent(user, created, from_, text, "template", template=True)
-        sid = str(getattr(created, "sid", "") or "")
-        log.info("message.sent", kind="template", twilio_sid=sid)
-        return sid or None, None
+        return self._send_one(user, from_, text, "template", content_sid, variables)
 
     def send(self, user: str, from_: str, text: str) -> tuple[str | None, str | None]:
         """Send text (at most 1,600 characters) to the user from `from_` ("whatsapp:+…");
@@ -279,22 +263,28 @@ class MessageSender:
         why = self.held_instead(user, from_, text, "person")
         if why is not None:
             return None, why
+        return self._send_one(user, from_, text, "person")
+
+    def _send_one(self, user: str, from_: str, text: str, kind: str, content_sid: str | None = None,
+                  variables: dict[str, str] | None = None) -> tuple[str | None, str | None]:
+        """Send one message (text, or the template with its variables) as `send` answers; a
+        refusal is recorded against the user, a network failure logged and counted."""
         try:
-            created = self.create(user, from_, text)
+            created = self.create(user, from_, text, content_sid=content_sid, variables=variables)
         except TwilioRestException as err:
             REST_SENDS.labels(result="failed").inc()
-            log.error("message.send_failed", status=err.status, error_code=err.code)
+            log.error("message.send_failed", kind=kind, status=err.status, error_code=err.code)
             if err.code is not None:
-                self.refused(user, "", str(err.code), "person")
+                self.refused(user, "", str(err.code), kind)
             return None, str(err.code) if err.code is not None else None
         except Exception as err:  # the network failed: logged, counted, said to the caller
             REST_SENDS.labels(result="failed").inc()
-            log.error("message.send_failed", error=f"{type(err).__name__}: {str(err)[:200]}")
+            log.error("message.send_failed", kind=kind, error=f"{type(err).__name__}: {str(err)[:200]}")
             return None, None
         REST_SENDS.labels(result="sent").inc()
-        self._sent(user, created, from_, text, "person")
+        self._sent(user, created, from_, text, kind, template=content_sid is not None)
         sid = str(getattr(created, "sid", "") or "")
-        log.info("message.sent", twilio_sid=sid)
+        log.info("message.sent", kind=kind, twilio_sid=sid)
         return sid or None, None
 
 

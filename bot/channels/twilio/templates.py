@@ -42,6 +42,12 @@ class Template:
     language: str = ""
     source: str = "settings"
 
+    @property
+    def fields(self) -> dict[str, str]:
+        """Return the variables an operator fills (name -> example): its own, or one optional
+        {{1}} when its text is unknown (a configured template the account did not list)."""
+        return self.variables or ({} if self.body else {"1": ""})
+
     def render(self, values: dict[str, str]) -> str:
         """Return the text the user will read, its variables filled ("[template name]" when
         its text is unknown)."""

@@ -83,7 +83,7 @@ def window_view(user: str) -> dict[str, Any]:
     return {"open": state is None or state.open, "closes_at": state.closes_at if state else None,
             "last_inbound": state.last_inbound if state else None, "messages_off": bool(state and state.messages_off),
             "templates": [{"sid": t.sid, "name": t.name, "body": t.body, "language": t.language, "source": t.source,
-                           "variables": t.variables or ({"1": ""} if not t.body else {})} for t in templates],
+                           "variables": t.fields} for t in templates],
             "templates_error": error}
 
 
@@ -167,8 +167,7 @@ def template(e164: str) -> ResponseReturnValue:
         flash("Not sent: " + ("templates need TWILIO_ACCOUNT_SID (the Messages API account)" if sender is None
                               else "that is not one of the templates offered") + ".", "error")
         return to_user(user, "handover")
-    names = chosen.variables or ({"1": ""} if not chosen.body else {})
-    values = {name: request.form.get(f"var_{name}", "")[:400] for name in names}
+    values = {name: request.form.get(f"var_{name}", "")[:400] for name in chosen.fields}
     if not chosen.body:  # its text is unknown: an empty optional variable is left out
         values = {k: v for k, v in values.items() if v.strip()}
     try:
