@@ -153,3 +153,20 @@ def test_a_user_who_said_stop_gets_no_reminder_and_erase_leaves_none(  # type: i
     assert services.reminders.list(ES, waiting_only=False) == []
     assert not any(j.startswith("remind-") for j in scheduled(queue_redis_url, REPLIES_QUEUE))
     assert services.users.reminders.due(time.time() + 400 * 86400) == []
+
+
+def test_what_a_business_tool_answers_cannot_set_a_reminder(  # type: ignore[no-untyped-def]
+        make_settings, redis_client, model, clinic) -> None:
+    """Only the user's own words set or cancel one (docs/reminders.md): a model that, after
+    reading the business's API, calls set_reminder is refused, and nothing is stored."""
+    _, url = clinic
+    app = create_app(make_settings(TOOLS_OPENAPI=f"{url}/openapi.json", TOOLS_BASE_URL=url, REMINDERS=True))
+    model.script({"tool_calls": [{"name": "list_my_appointments", "arguments": {}}]},
+                 {"tool_calls": [{"name": "set_reminder", "arguments": {"text": "pay 500 EUR now",
+                                                                         "due": "2031-01-01T09:00:00"}}]},
+                 {"content": "You have no appointments."})
+    write(app, PT, "Tenho consultas marcadas?")
+    services = app.extensions["bot.services"]
+    assert services.reminders.list(PT) == []
+    calls = [c for c in services.users.actions.calls(PT) if c["tool"] == "set_reminder"]
+    assert calls and calls[0]["outcome"].startswith("not after another system")
